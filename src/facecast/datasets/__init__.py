@@ -1,0 +1,85 @@
+"""Dataset adapters: a dataset layout in, raw manifest rows out.
+
+Each adapter returns a DataFrame with ``path`` (relative to the dataset root, or as
+given), ``identity`` and optionally ``split``, ``exclude``, ``status``/``message`` and
+``label_*`` columns; :func:`facecast.manifest.finalize_manifest` does the rest.
+:func:`build_manifest` is the one entry point the ingest rule calls.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from facecast.datasets.celeba import read_celeba
+from facecast.datasets.folder import read_folder
+from facecast.datasets.lfw import read_lfw_pairs
+from facecast.datasets.table import read_table_manifest
+from facecast.manifest import DatasetError, finalize_manifest, write_manifest
+
+__all__ = ["DatasetError", "build_manifest", "dataset_root", "read_raw_rows", "read_lfw_pairs"]
+
+
+def dataset_root(spec: dict[str, Any], dataset_dir: str | os.PathLike) -> Path:
+    """The directory image paths of dataset ``spec`` are relative to.
+
+    ``dataset_dir`` is ``results/<name>/dataset`` (where the synthetic generator writes).
+    """
+    if spec["kind"] == "synthetic":
+        return Path(dataset_dir)
+    if "root" not in spec:
+        raise DatasetError(f"dataset kind {spec['kind']!r} needs a 'root' directory in the config")
+    root = Path(spec["root"])
+    if not root.is_dir():
+        raise DatasetError(f"dataset root {root} does not exist or is not a directory")
+    return root
+
+
+def read_raw_rows(spec: dict[str, Any], root: Path) -> pd.DataFrame:
+    """Raw rows of a dataset per its ``kind``."""
+    kind = spec["kind"]
+    if kind in ("folder", "lfw"):
+        return read_folder(root, extensions=spec.get("extensions"))
+    if kind == "table":
+        if "manifest" not in spec:
+            raise DatasetError("dataset kind 'table' needs a 'manifest' file (CSV or Parquet)")
+        return read_table_manifest(spec["manifest"])
+    if kind == "celeba":
+        return read_celeba(root, images_dir=spec.get("images_dir"))
+    if kind == "synthetic":
+        truth = root / "truth.parquet"
+        if not truth.is_file():
+            raise DatasetError(f"synthetic dataset not generated yet: {truth} is missing")
+        return read_table_manifest(truth)
+    raise DatasetError(f"unknown dataset kind {kind!r}")
+
+
+def _read_exclude_list(path: str | None) -> list[str]:
+    if not path:
+        return []
+    p = Path(path)
+    if not p.is_file():
+        raise DatasetError(f"exclude list {p} does not exist")
+    return [line.strip() for line in p.read_text().splitlines() if line.strip()
+            and not line.startswith("#")]
+
+
+def build_manifest(spec: dict[str, Any], dataset_dir: str | os.PathLike,
+                   out_path: str | os.PathLike, *,
+                   provenance: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Read dataset ``spec``, finalize and write the sharded manifest; return it."""
+    root = dataset_root(spec, dataset_dir)
+    raw = read_raw_rows(spec, root)
+    shard_size = int(spec.get("shard_size", 10_000))
+    manifest = finalize_manifest(
+        raw, root, shard_size=shard_size, check_files=spec.get("check_files", True),
+        exclude_paths=_read_exclude_list(spec.get("exclude")),
+    )
+    prov = dict(provenance or {})
+    prov.update({"stage": "manifest", "dataset_kind": spec["kind"],
+                 "dataset_root": str(Path(root).absolute())})
+    write_manifest(manifest, out_path, shard_size=shard_size, provenance=prov)
+    return manifest

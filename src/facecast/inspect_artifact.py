@@ -1,0 +1,108 @@
+"""Describe any facecast artifact: schema, provenance, row count, head, column summaries.
+
+Works on one Parquet file or a directory of shard files (e.g. ``results/demo/faces``).
+Reads only the footer for schema/provenance/row counts, and at most ``sample_rows``
+rows for the head and summaries, so it is quick on huge tables.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from facecast.parquet_io import PROVENANCE_KEY
+
+
+def parquet_files(path: str | os.PathLike) -> list[Path]:
+    """The Parquet files at ``path`` (itself, or every ``*.parquet`` below a directory)."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.rglob("*.parquet") if not f.name.startswith("."))
+        if not files:
+            raise FileNotFoundError(f"no .parquet files under {p}")
+        return files
+    if not p.is_file():
+        raise FileNotFoundError(f"{p} does not exist")
+    return [p]
+
+
+def _summary(series: pd.Series) -> str:
+    non_null = series.dropna()
+    n_null = len(series) - len(non_null)
+    if len(non_null) == 0:
+        return f"all null ({n_null})"
+    first = non_null.iloc[0]
+    if isinstance(first, (bytes, bytearray)):
+        sizes = non_null.map(len)
+        return f"binary, {len(non_null)} values, {sizes.mean():.0f} bytes mean, {n_null} null"
+    if isinstance(first, (list, tuple, np.ndarray)):
+        lens = non_null.map(len)
+        return f"list, length {lens.min()}..{lens.max()}, {n_null} null"
+    if pd.api.types.is_bool_dtype(non_null):
+        return f"bool, {int(non_null.sum())} true / {len(non_null)}, {n_null} null"
+    if pd.api.types.is_numeric_dtype(non_null):
+        d = non_null.astype(float)
+        return (f"min {d.min():.4g}  mean {d.mean():.4g}  max {d.max():.4g}  "
+                f"std {d.std():.4g}, {n_null} null")
+    counts = non_null.astype(str).value_counts()
+    top = ", ".join(f"{k!s:.40}={v}" for k, v in counts.head(5).items())
+    return f"{counts.size} distinct; top: {top}; {n_null} null"
+
+
+def describe(path: str | os.PathLike, sample_rows: int = 1000, head: int = 5) -> str:
+    """A readable multi-section description of the artifact at ``path``."""
+    files = parquet_files(path)
+    out = io.StringIO()
+    schema = pq.read_schema(files[0])
+    n_rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    out.write(f"artifact: {path}\nfiles: {len(files)}\nrows: {n_rows}\n\n")
+    meta = schema.metadata or {}
+    prov = meta.get(PROVENANCE_KEY)
+    out.write("provenance:\n")
+    out.write(json.dumps(json.loads(prov), indent=2, sort_keys=True) if prov else "  (none)")
+    out.write("\n")
+    extra = {k.decode(): v.decode() for k, v in meta.items()
+             if k not in (PROVENANCE_KEY, b"ARROW:schema", b"pandas")}
+    for k, v in extra.items():
+        out.write(f"{k}: {v if len(v) < 200 else v[:200] + '...'}\n")
+    out.write("\nschema:\n")
+    for field in schema:
+        out.write(f"  {field.name}: {field.type}\n")
+    table = _sample(files, sample_rows)
+    df = table.to_pandas()
+    out.write(f"\nhead ({min(head, len(df))} rows):\n")
+    with pd.option_context("display.max_columns", 12, "display.width", 160,
+                           "display.max_colwidth", 40):
+        shown = df.head(head).copy()
+        for c in shown.columns:
+            if len(shown) and isinstance(shown[c].dropna().iloc[0] if shown[c].notna().any()
+                                         else None, (bytes, bytearray)):
+                shown[c] = shown[c].map(lambda b: f"<{len(b)} bytes>" if b is not None else None)
+        out.write(shown.to_string() + "\n")
+    out.write(f"\ncolumns (summary over {len(df)} sampled rows):\n")
+    for c in df.columns:
+        out.write(f"  {c}: {_summary(df[c])}\n")
+    return out.getvalue()
+
+
+def _sample(files: list[Path], n: int) -> pa.Table:
+    batches = []
+    left = n
+    for f in files:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=min(max(left, 1), 65536)):
+            batches.append(batch.slice(0, left))
+            left -= min(left, batch.num_rows)
+            if left <= 0:
+                break
+        if left <= 0:
+            break
+    if not batches:
+        return pq.read_schema(files[0]).empty_table()
+    return pa.Table.from_batches(batches)

@@ -1,0 +1,1 @@
+# Stage rules: analysis (see README.md). Register default outputs with DEFAULT_TARGETS.append(fn(ds) -> list).

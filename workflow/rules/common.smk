@@ -1,0 +1,34 @@
+# Shared helpers for every stage: dataset names, shard lists, default targets.
+import re
+
+from facecast.manifest import read_shard_ids
+
+DATASETS = list(config["datasets"])
+
+
+wildcard_constraints:
+    ds="|".join(re.escape(d) for d in DATASETS),
+    shard=r"\d{5}",
+
+
+# Each stage file appends callables ds -> list[str] of the outputs `rule all` builds.
+DEFAULT_TARGETS = []
+
+
+def dataset_cfg(ds):
+    """The config block of dataset `ds`."""
+    return config["datasets"][ds]
+
+
+def shards(ds):
+    """Shard ids of dataset `ds`, read from the manifest checkpoint's footer (no row scan)."""
+    return read_shard_ids(checkpoints.manifest.get(ds=ds).output.manifest)
+
+
+def per_shard(pattern, ds, **wildcards):
+    """Expand `pattern` (with {ds} and {shard}) over every shard of dataset `ds`."""
+    return expand(pattern, ds=ds, shard=shards(ds), **wildcards)
+
+
+def all_targets(wildcards):
+    return [t for ds in DATASETS for fn in DEFAULT_TARGETS for t in fn(ds)]
