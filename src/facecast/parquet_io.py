@@ -160,5 +160,5 @@ def iter_batches(paths: Iterable[str | os.PathLike], columns: list[str] | None =
                  batch_size: int = 65_536) -> Iterator[pa.RecordBatch]:
     """Stream record batches over several Parquet files without loading them whole."""
     for p in paths:
-        pf = pq.ParquetFile(p)
+        pf = pq.ParquetFile(p, pre_buffer=False)
         yield from pf.iter_batches(batch_size=batch_size, columns=columns)

@@ -1,1 +1,88 @@
-# Stage rules: analysis (see README.md). Register default outputs with DEFAULT_TARGETS.append(fn(ds) -> list).
+# Analysis: attribute correlations, CAST benchmark subsets (filters -> subset.parquet +
+# description.txt) and C11 hard-pair mining (pairs.parquet, CAST .list files, pairs.txt).
+# Logic: facecast.analysis; targets: facecast.evaluate.targets.
+import facecast.evaluate.targets as eval_targets
+
+
+rule correlations:
+    input:
+        attributes="results/{ds}/attributes.parquet",
+    output:
+        eval_targets.correlation_files(config),
+    params:
+        cfg=config["correlations"],
+        out_dir=lambda wc: f"results/{wc.ds}/correlations",
+    log:
+        "results/{ds}/logs/analysis/correlations.log",
+    benchmark:
+        "results/{ds}/runtime/analysis/correlations.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/analysis_correlations.py"
+
+
+rule benchmark_subset:
+    input:
+        attributes="results/{ds}/attributes.parquet",
+    output:
+        subset="results/{ds}/benchmarks/{bench}/subset.parquet",
+        description=report(
+            "results/{ds}/benchmarks/{bench}/description.txt",
+            caption="../report/benchmark_definition.rst",
+            category="Benchmarks",
+            subcategory="{ds}",
+            labels={"benchmark": "{bench}", "file": "definition"},
+        ),
+    params:
+        filters=lambda wc: config["benchmarks"][wc.bench].get("filters", []),
+    wildcard_constraints:
+        bench=eval_targets.name_regex(eval_targets.benchmark_names(config)),
+    log:
+        "results/{ds}/logs/analysis/subset_{bench}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/analysis_subset.py"
+
+
+rule mine_pairs:
+    input:
+        subset="results/{ds}/benchmarks/{bench}/subset.parquet",
+        manifest="results/{ds}/manifest.parquet",
+        embeddings=lambda wc: per_shard("results/{ds}/embed/{model}/{shard}.parquet", wc.ds,
+                                        model=eval_targets.reference_model(config)),
+    output:
+        pairs="results/{ds}/benchmarks/{bench}/pairs.parquet",
+        report=report(
+            "results/{ds}/benchmarks/{bench}/mining_report.json",
+            caption="../report/benchmark_pairs.rst",
+            category="Benchmarks",
+            subcategory="{ds}",
+            labels={"benchmark": "{bench}", "file": "mining report"},
+        ),
+        pairs_txt="results/{ds}/benchmarks/{bench}/pairs.txt",
+        lists=expand("results/{{ds}}/benchmarks/{{bench}}/{fold}.list",
+                     fold=eval_targets.mining_folds(config)),
+    params:
+        mining=config["mining"],
+        bench_cfg=lambda wc: config["benchmarks"][wc.bench],
+        reference_model=eval_targets.reference_model(config),
+        out_dir=lambda wc: f"results/{wc.ds}/benchmarks/{wc.bench}",
+        seed=config["seed"],
+    wildcard_constraints:
+        bench=eval_targets.name_regex(eval_targets.benchmark_names(config)),
+    threads: 2
+    resources:
+        gpu=1 if str(config["mining"]["device"]).startswith("cuda") else 0,
+    log:
+        "results/{ds}/logs/analysis/mine_{bench}.log",
+    benchmark:
+        "results/{ds}/runtime/analysis/mine_{bench}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/analysis_mine.py"
+
+
+DEFAULT_TARGETS.append(lambda ds: eval_targets.analysis_targets(config, ds))

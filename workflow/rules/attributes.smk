@@ -1,1 +1,75 @@
-# Stage rules: attributes (see README.md). Register default outputs with DEFAULT_TARGETS.append(fn(ds) -> list).
+# Attributes: per-shard scorers (native quality/geometry, pyiqa, age_gender, fairface,
+# celeba40) -> results/{ds}/attributes/{scorer}/{shard}.parquet; one streamed merge ->
+# results/{ds}/attributes.parquet; optional trainer of a multi-label attribute head.
+# Logic: facecast.attributes; file lists: facecast.attributes.targets.
+import facecast.attributes.targets as attr_targets
+from facecast.attributes.stage import active_scorers
+
+
+rule attributes_score:
+    input:
+        unpack(
+            lambda wc: attr_targets.score_inputs(config, wc.ds, wc.scorer, wc.shard)
+        ),
+    output:
+        "results/{ds}/attributes/{scorer}/{shard}.parquet",
+    wildcard_constraints:
+        scorer=attr_targets.SCORER_REGEX,
+    params:
+        cfg=config["attributes"],
+        weights=lambda wc: attr_targets.head_weights(config, wc.ds, wc.scorer),
+    threads: 2
+    resources:
+        gpu=1 if attr_targets.uses_gpu(config) else 0,
+    log:
+        "results/{ds}/logs/attributes/{scorer}/{shard}.log",
+    benchmark:
+        "results/{ds}/runtime/attributes/{scorer}/{shard}.tsv"
+    conda:
+        "../../envs/gpu.yaml" if attr_targets.uses_gpu(config) else "../../envs/cpu.yaml"
+    script:
+        "../../scripts/attributes_score.py"
+
+
+rule attributes_merge:
+    input:
+        unpack(lambda wc: attr_targets.merge_inputs(config, wc.ds, per_shard)),
+    output:
+        "results/{ds}/attributes.parquet",
+    params:
+        scorers=active_scorers(config["attributes"]),
+    log:
+        "results/{ds}/logs/attributes_merge.log",
+    benchmark:
+        "results/{ds}/runtime/attributes_merge.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/attributes_merge.py"
+
+
+rule attribute_model:
+    input:
+        manifest="results/{ds}/manifest.parquet",
+        faces=lambda wc: per_shard("results/{ds}/faces/{shard}.parquet", wc.ds),
+    output:
+        checkpoint="results/{ds}/attribute_model/checkpoint.pt",
+        evaluation="results/{ds}/attribute_model/evaluation.parquet",
+        report="results/{ds}/attribute_model/evaluation.md",
+    params:
+        cfg=config["attributes"]["trainer"],
+        device=config["attributes"]["device"],
+    threads: 2
+    resources:
+        gpu=1 if attr_targets.uses_gpu(config) else 0,
+    log:
+        "results/{ds}/logs/attribute_model.log",
+    benchmark:
+        "results/{ds}/runtime/attribute_model.tsv"
+    conda:
+        "../../envs/gpu.yaml" if attr_targets.uses_gpu(config) else "../../envs/cpu.yaml"
+    script:
+        "../../scripts/train_attributes.py"
+
+
+DEFAULT_TARGETS.append(lambda ds: attr_targets.default_targets(config, ds))

@@ -32,3 +32,18 @@ def per_shard(pattern, ds, **wildcards):
 
 def all_targets(wildcards):
     return [t for ds in DATASETS for fn in DEFAULT_TARGETS for t in fn(ds)]
+
+
+def manifest_inputs(wildcards):
+    """The synthetic dataset's truth table, for kind `synthetic` (else nothing)."""
+    if dataset_cfg(wildcards.ds)["kind"] == "synthetic":
+        return {"truth": f"results/{wildcards.ds}/dataset/truth.parquet"}
+    return {}
+
+
+def ingest_targets(ds):
+    """The manifest, plus the LFW protocol when the dataset has a pairs file."""
+    out = [f"results/{ds}/manifest.parquet"]
+    if dataset_cfg(ds).get("pairs"):
+        out.append(f"results/{ds}/protocols/pairs.parquet")
+    return out

@@ -1,1 +1,58 @@
-# Stage rules: embed (see README.md). Register default outputs with DEFAULT_TARGETS.append(fn(ds) -> list).
+# Embed: one job per faces shard per model -> results/{ds}/embed/{model}/{shard}.parquet.
+# Fitted backends (lbp) first fit a per-dataset whitening on the train split (embed_fit).
+# Logic: facecast.embed.stage (embed_shard, fit_model). Output columns: docs/CONTRACTS.md.
+from facecast.embed.registry import embed_shard_inputs, uses_cuda
+
+EMBED = config["embed"]
+EMBED_MODELS = dict(EMBED["models"])
+
+
+wildcard_constraints:
+    model="|".join(re.escape(m) for m in EMBED_MODELS) or "(?!)",
+
+
+rule embed_fit:
+    input:
+        manifest="results/{ds}/manifest.parquet",
+        faces=lambda wc: per_shard("results/{ds}/faces/{shard}.parquet", wc.ds),
+    output:
+        fit="results/{ds}/embed/{model}/fit.npz",
+    params:
+        model=lambda wc: EMBED_MODELS[wc.model],
+        embed=EMBED,
+    threads: EMBED["threads"]
+    log:
+        "results/{ds}/logs/embed/{model}/fit.log",
+    benchmark:
+        "results/{ds}/runtime/embed/{model}/fit.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/embed_fit.py"
+
+
+rule embed:
+    input:
+        unpack(lambda wc: embed_shard_inputs(wc.ds, wc.shard, wc.model, EMBED_MODELS[wc.model])),
+    output:
+        embeddings="results/{ds}/embed/{model}/{shard}.parquet",
+    params:
+        model=lambda wc: EMBED_MODELS[wc.model],
+        embed=EMBED,
+    threads: EMBED["threads"]
+    resources:
+        gpu=lambda wc: int(uses_cuda(EMBED_MODELS[wc.model], EMBED["device"])),
+    log:
+        "results/{ds}/logs/embed/{model}/{shard}.log",
+    benchmark:
+        "results/{ds}/runtime/embed/{model}/{shard}.tsv"
+    conda:
+        "../../envs/gpu.yaml" if EMBED["device"] == "cuda" else "../../envs/cpu.yaml"
+    script:
+        "../../scripts/embed.py"
+
+
+DEFAULT_TARGETS.append(
+    lambda ds: [t for m in EMBED_MODELS
+                for t in per_shard("results/{ds}/embed/{model}/{shard}.parquet", ds, model=m)]
+)

@@ -1,1 +1,31 @@
-# Stage rules: faces (see README.md). Register default outputs with DEFAULT_TARGETS.append(fn(ds) -> list).
+# Faces: detect (MTCNN) and align every image of a shard; one job per manifest shard.
+# Logic: facecast.faces.stage.run_faces_shard. Output columns: docs/CONTRACTS.md.
+from facecast.datasets import dataset_root
+
+
+rule faces:
+    input:
+        manifest="results/{ds}/manifest.parquet",
+    output:
+        faces="results/{ds}/faces/{shard}.parquet",
+    params:
+        root=lambda wc: str(dataset_root(dataset_cfg(wc.ds), f"results/{wc.ds}/dataset")),
+        faces=config["faces"],
+    threads: config["faces"]["threads"]
+    resources:
+        gpu=1 if str(config["faces"]["device"]).startswith("cuda") else 0,
+    log:
+        "results/{ds}/logs/faces/{shard}.log",
+    benchmark:
+        "results/{ds}/runtime/faces/{shard}.tsv"
+    conda:
+        (
+            "../../envs/gpu.yaml"
+            if str(config["faces"]["device"]).startswith("cuda")
+            else "../../envs/cpu.yaml"
+        )
+    script:
+        "../../scripts/faces.py"
+
+
+DEFAULT_TARGETS.append(lambda ds: per_shard("results/{ds}/faces/{shard}.parquet", ds))

@@ -10,16 +10,12 @@ rule synthetic_dataset:
     threads: 2
     log:
         "results/{ds}/logs/synthetic_dataset.log",
+    conda:
+        "../../envs/cpu.yaml"
     benchmark:
         "results/{ds}/runtime/synthetic_dataset.tsv"
     script:
         "../../scripts/synthetic_dataset.py"
-
-
-def manifest_inputs(wildcards):
-    if dataset_cfg(wildcards.ds)["kind"] == "synthetic":
-        return {"truth": f"results/{wildcards.ds}/dataset/truth.parquet"}
-    return {}
 
 
 checkpoint manifest:
@@ -31,6 +27,8 @@ checkpoint manifest:
         spec=lambda wc: dataset_cfg(wc.ds),
     log:
         "results/{ds}/logs/manifest.log",
+    conda:
+        "../../envs/cpu.yaml"
     script:
         "../../scripts/manifest.py"
 
@@ -44,15 +42,10 @@ rule lfw_protocol:
         pairs_file=lambda wc: dataset_cfg(wc.ds).get("pairs", ""),
     log:
         "results/{ds}/logs/lfw_protocol.log",
+    conda:
+        "../../envs/cpu.yaml"
     script:
         "../../scripts/lfw_protocol.py"
 
 
-def _ingest_targets(ds):
-    out = [f"results/{ds}/manifest.parquet"]
-    if dataset_cfg(ds).get("pairs"):
-        out.append(f"results/{ds}/protocols/pairs.parquet")
-    return out
-
-
-DEFAULT_TARGETS.append(_ingest_targets)
+DEFAULT_TARGETS.append(ingest_targets)

@@ -79,8 +79,8 @@ def attach_pair_status(pairs: pd.DataFrame, manifest: pd.DataFrame) -> pd.DataFr
     sa = out["image_a"].map(status).fillna("not_in_manifest")
     sb = out["image_b"].map(status).fillna("not_in_manifest")
     ok = (sa == "ok") & (sb == "ok")
-    out["status"] = ["ok" if o else (a if a != "ok" else b) for o, a, b in zip(ok, sa, sb)]
-    out["message"] = ["" if o else f"image_a: {a}; image_b: {b}" for o, a, b in zip(ok, sa, sb)]
+    out["status"] = ["ok" if o else (a if a != "ok" else b) for o, a, b in zip(ok, sa, sb, strict=True)]
+    out["message"] = ["" if o else f"image_a: {a}; image_b: {b}" for o, a, b in zip(ok, sa, sb, strict=True)]
     return out
 
 

@@ -1,0 +1,156 @@
+"""Embedding throughput: PNG decoding and each backend, at a few batch sizes.
+
+Prints a table of images per second:
+- ``decode``: PNG bytes -> uint8 tensor batches through the DataLoader (``--workers``),
+- ``model``: the backend on already-decoded crops (host tensor in, numpy features out),
+- ``end-to-end``: PNG bytes from memory -> decode in workers -> model -> features, the way
+  ``facecast.embed.stage`` runs a shard.
+
+iresnet/facenet use randomly initialised weights in the real formats unless
+``--iresnet-weights`` / ``--facenet-weights`` is given (speed does not depend on the values).
+
+    .venv/bin/python benchmarks/embed_throughput.py                      # CPU, small
+    python benchmarks/embed_throughput.py --device cuda --amp fp16 --n 20000 \\
+        --batch-sizes 256,512,1024 --workers 12 --backends iresnet        # H100 goal: >= 5000/s
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from skimage.data import astronaut
+
+from facecast.embed.base import resolve_device
+from facecast.embed.data import crop_loader
+from facecast.embed.lbp import CovarianceAccumulator, fit_whitening, lbp_features, save_fit
+from facecast.embed.registry import build_embedder
+from facecast.embed.stage import embed_crops
+from facecast.faces.crops import encode_png
+
+
+def make_pngs(n: int, size: int, seed: int = 0) -> list[bytes]:
+    """``n`` distinct face-like PNG crops (shifted, re-lit astronaut face plus noise)."""
+    rng = np.random.default_rng(seed)
+    face = torch.from_numpy(astronaut()[20:200, 140:320]).permute(2, 0, 1).float()[None]
+    base = torch.nn.functional.interpolate(face, size=(size + 16, size + 16), mode="bilinear",
+                                           antialias=True)[0].permute(1, 2, 0).numpy()
+    uniq = []
+    for _ in range(min(n, 64)):
+        dy, dx = rng.integers(0, 16, 2)
+        img = base[dy:dy + size, dx:dx + size] * rng.uniform(0.7, 1.2)
+        img = img + rng.normal(0, 4, img.shape)
+        uniq.append(encode_png(np.clip(img, 0, 255).astype(np.uint8)))
+    return [uniq[i % len(uniq)] for i in range(n)]
+
+
+def timed(fn, n_images: int, repeat: int = 1) -> float:
+    fn()  # warm-up (allocations, cuDNN autotune, worker start)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(repeat):
+        fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return n_images * repeat / (time.perf_counter() - t)
+
+
+def model_cfgs(args, tmp: Path, n_fit: int) -> dict[str, dict]:
+    cfgs: dict[str, dict] = {}
+    for b in args.backends.split(","):
+        if b == "lbp":
+            crops = np.stack([np.asarray(c) for c in _decode(make_pngs(n_fit, 112, seed=9))])
+            acc = CovarianceAccumulator(lbp_features(crops[:1]).shape[1])
+            acc.update(lbp_features(crops))
+            save_fit(tmp / "lbp_fit.npz", fit_whitening(acc, 128), (1, 2), 7)
+            cfgs["lbp"] = {"backend": "lbp", "_fit": str(tmp / "lbp_fit.npz")}
+        elif b == "dlib":
+            cfgs["dlib"] = {"backend": "dlib_resnet"}
+        elif b == "iresnet":
+            path = args.iresnet_weights
+            if not path:
+                from facecast.embed.iresnet import build_iresnet
+
+                path = str(tmp / "backbone.pth")
+                torch.save(build_iresnet(args.arch).state_dict(), path)
+            cfgs[f"iresnet-{args.arch}"] = {"backend": "iresnet", "weights": path,
+                                            "arch": args.arch}
+        elif b == "facenet":
+            path = args.facenet_weights
+            if not path:
+                from facenet_pytorch import InceptionResnetV1
+
+                m = InceptionResnetV1(pretrained=None)
+                m.logits = torch.nn.Linear(512, 8631)
+                path = str(tmp / "20180402-114759-vggface2.pt")
+                torch.save(m.state_dict(), path)
+            cfgs["facenet"] = {"backend": "facenet", "weights": path}
+        else:
+            raise SystemExit(f"unknown backend {b}")
+    return cfgs
+
+
+def _decode(pngs: list[bytes]) -> list[np.ndarray]:
+    from facecast.faces.crops import decode_png
+
+    return [decode_png(p) for p in pngs]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=256, help="images per measurement")
+    ap.add_argument("--batch-sizes", default="16,64")
+    ap.add_argument("--backends", default="lbp,dlib,iresnet,facenet")
+    ap.add_argument("--arch", default="r100")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--amp", default="none", choices=["none", "fp16", "bf16"])
+    ap.add_argument("--workers", type=int, default=0, help="DataLoader decode workers")
+    ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--iresnet-weights", default="")
+    ap.add_argument("--facenet-weights", default="")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+    batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    print(f"device {device} ({torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'})"
+          f", amp {args.amp}, torch threads {args.threads}, decode workers {args.workers}, "
+          f"n {args.n}")
+    pngs = {112: make_pngs(args.n, 112), 160: make_pngs(args.n, 160)}
+    rows = [("decode PNG 112", "-", bs, timed(lambda bs=bs: [b for b in crop_loader(
+        pngs[112], np.arange(args.n), batch_size=bs, size=112, device=device,
+        num_workers=args.workers)], args.n), "-") for bs in batch_sizes]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, cfg in model_cfgs(args, Path(tmp), n_fit=200).items():
+            fit = cfg.pop("_fit", None)
+            emb = build_embedder(name, cfg, device=args.device, amp=args.amp, fit_path=fit,
+                                 threads=args.threads)
+            size = 160 if emb.crop_column == "crop_facenet" else 112
+            decoded = torch.from_numpy(np.stack(_decode(pngs[size])))
+            if device.type == "cuda" and emb.device.type == "cuda":
+                decoded = decoded.pin_memory()
+            for bs in batch_sizes:
+                def model_only(bs=bs, emb=emb, decoded=decoded):
+                    for i in range(0, args.n, bs):
+                        emb.embed(decoded[i:i + bs])
+
+                def end_to_end(bs=bs, emb=emb, crops=pngs[size]):
+                    embed_crops(emb, crops, np.arange(args.n), batch_size=bs,
+                                num_workers=args.workers, threads=args.threads)
+
+                rows.append((name, str(emb.device), bs, timed(model_only, args.n),
+                             timed(end_to_end, args.n)))
+    print(f"\n{'what':<18}{'device':<8}{'batch':>6}{'model img/s':>14}{'end-to-end img/s':>18}")
+    for what, dev, bs, a, b in rows:
+        b_txt = f"{b:>18.1f}" if isinstance(b, float) else f"{b:>18}"
+        print(f"{what:<18}{dev:<8}{bs:>6}{a:>14.1f}{b_txt}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Speed of the faces stage on CPU: detection, warping, PNG encoding, and a whole shard.
+
+Prints per-image wall and CPU milliseconds for
+  * facenet-pytorch's own ``MTCNN.detect`` (the reference) vs ``FaceDetector.detect`` on
+    512 px photos (grace_hopper.jpg, astronaut) and a 2048 px portrait (shrunk to max_side),
+  * torch intra-op threads 1 vs 2 (why the stage runs MTCNN single-threaded per worker),
+  * one ArcFace warp by PIL affine (used) vs skimage.transform.warp vs torch grid_sample,
+  * PNG encoding of both crops at the configured level,
+  * ``run_faces_shard`` end to end on ``--n`` copies of the photos (decode + detect + align +
+    encode + Parquet) with 1 and 2 worker threads.
+Goal: per-image cost near MTCNN's own on a 512 px photo (~60 ms on one idle core here).
+
+    .venv/bin/python benchmarks/faces_speed.py [--n 64] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import skimage.data
+import torch
+from matplotlib import cbook
+from PIL import Image
+
+from facecast.faces.align import ARCFACE_TEMPLATE_112, align_arcface, similarity_transform
+from facecast.faces.crops import encode_png
+from facecast.faces.decode import read_image
+from facecast.faces.detect import FaceDetector
+from facecast.faces.stage import run_faces_shard, torch_threads
+from facecast.manifest import finalize_manifest, write_manifest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def timed(fn, repeat: int) -> tuple[float, float]:
+    """(best wall ms, best CPU ms) over ``repeat`` calls after one warm-up."""
+    fn()
+    walls, cpus = [], []
+    for _ in range(repeat):
+        w, c = time.perf_counter(), time.process_time()
+        fn()
+        walls.append(time.perf_counter() - w)
+        cpus.append(time.process_time() - c)
+    return 1000 * min(walls), 1000 * min(cpus)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=64, help="images in the end-to-end shard")
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+
+    from facenet_pytorch import MTCNN
+
+    grace = np.asarray(Image.open(cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)))
+    astro = skimage.data.astronaut()
+    photos = {"grace_hopper 512x600": grace, "astronaut 512x512": astro}
+    big = REPO.parent / "shared/fixtures/faces/shea_whigham/1.jpg"
+    if big.is_file():
+        photos["portrait 2048x1991"] = read_image(big).array
+    det = FaceDetector({"device": "cpu"})
+    ref = MTCNN(keep_all=True, device="cpu", min_face_size=20)
+
+    print(f"== detection, ms per image (best of {args.repeat}; wall / cpu) ==")
+    for threads in (1, 2):
+        with torch_threads(threads):
+            for name, img in photos.items():
+                pil = Image.fromarray(img)
+                r = timed(lambda pil=pil: ref.detect(pil, landmarks=True), args.repeat)
+                o = timed(lambda img=img: det.detect([img]), args.repeat)
+                print(f"torch threads {threads}  {name:22s} facenet MTCNN {r[0]:7.1f} / "
+                      f"{r[1]:7.1f}   FaceDetector {o[0]:7.1f} / {o[1]:7.1f}")
+
+    print("== one ArcFace warp of the astronaut, ms (wall / cpu) ==")
+    lms = det.detect([astro])[0].landmarks[0]
+    m = similarity_transform(lms, ARCFACE_TEMPLATE_112)
+    r = timed(lambda: align_arcface(astro, lms), 50)
+    print(f"PIL affine (used)        {r[0]:7.3f} / {r[1]:7.3f}")
+    from skimage.transform import SimilarityTransform, warp
+
+    tform = SimilarityTransform(np.vstack([m, [0, 0, 1]]))
+    r = timed(lambda: warp(astro, tform.inverse, output_shape=(112, 112), order=1), 50)
+    print(f"skimage.transform.warp   {r[0]:7.3f} / {r[1]:7.3f}")
+    import torch.nn.functional as F
+
+    src = torch.from_numpy(astro).permute(2, 0, 1)[None].float()
+
+    def grid_sample() -> torch.Tensor:
+        inv = np.linalg.inv(np.vstack([m, [0, 0, 1]]))[:2]
+        yy, xx = np.mgrid[0:112, 0:112]
+        sx = inv[0, 0] * xx + inv[0, 1] * yy + inv[0, 2]
+        sy = inv[1, 0] * xx + inv[1, 1] * yy + inv[1, 2]
+        grid = np.stack([2 * sx / (astro.shape[1] - 1) - 1, 2 * sy / (astro.shape[0] - 1) - 1],
+                        -1)
+        out = F.grid_sample(src, torch.from_numpy(grid[None]).float(), align_corners=True)
+        return out[0].permute(1, 2, 0).round().clamp(0, 255).byte()
+
+    r = timed(grid_sample, 50)
+    print(f"torch grid_sample        {r[0]:7.3f} / {r[1]:7.3f}  (batched on GPU it wins)")
+    crop = align_arcface(astro, lms)
+    for level in (1, 6):
+        r = timed(lambda level=level: encode_png(crop, level), 50)
+        print(f"PNG encode 112 px lvl {level}  {r[0]:7.3f} / {r[1]:7.3f}  "
+              f"{len(encode_png(crop, level))} bytes")
+
+    print(f"== run_faces_shard on {args.n} images (512-600 px photos, JPEG) ==")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "root"
+        root.mkdir()
+        paths = []
+        for i in range(args.n):
+            img = (grace, astro)[i % 2]
+            p = f"img{i:04d}.jpg"
+            Image.fromarray(np.ascontiguousarray(img if i % 4 < 2 else img[:, ::-1])).save(
+                root / p, quality=90)
+            paths.append(p)
+        manifest = finalize_manifest(pd.DataFrame({"path": paths, "identity": "x"}), root,
+                                     shard_size=args.n)
+        write_manifest(manifest, Path(tmp) / "m.parquet", shard_size=args.n)
+        for workers in (1, 2):
+            w, c = time.perf_counter(), time.process_time()
+            counts = run_faces_shard(Path(tmp) / "m.parquet", "00000", root,
+                                     Path(tmp) / "out.parquet", {"device": "cpu"},
+                                     detector=det, threads=workers)
+            wall, cpu = time.perf_counter() - w, time.process_time() - c
+            print(f"workers {workers}: {1000 * wall / args.n:6.1f} ms/image wall, "
+                  f"{1000 * cpu / args.n:6.1f} ms/image cpu, {args.n / wall:5.1f} img/s  "
+                  f"{counts}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,8 @@
+"""Rule attribute_distributions: one histogram per attribute column, for the report."""
+
+from facecast.dataset_summary import plot_attribute_distributions
+from facecast.workflow_glue import script_context
+
+with script_context(snakemake) as ctx:
+    plot_attribute_distributions(snakemake.input.attributes, snakemake.output.plot,
+                                 title=f"{ctx.wildcards['ds']}: attribute distributions")

@@ -1,0 +1,8 @@
+"""Rule import_protocol: a CAST .list folder or an LFW pairs.txt -> protocol Parquet."""
+
+from facecast.evaluate.protocols import import_protocol
+from facecast.workflow_glue import script_context
+
+with script_context(snakemake) as ctx:
+    import_protocol(snakemake.params.spec, snakemake.input.manifest, snakemake.output.pairs,
+                    provenance=ctx.provenance)

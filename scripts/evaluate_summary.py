@@ -1,0 +1,9 @@
+"""Rule evaluate_summary: models x benchmarks tables (Parquet + Markdown)."""
+
+from facecast.evaluate.summary import write_summary
+from facecast.workflow_glue import script_context
+
+with script_context(snakemake) as ctx:
+    write_summary(snakemake.input.metrics, snakemake.output.table, snakemake.output.markdown,
+                  benchmarks=snakemake.params.benchmarks, models=snakemake.params.models,
+                  fars=snakemake.params.fars, provenance=ctx.provenance)

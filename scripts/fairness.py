@@ -1,0 +1,25 @@
+"""Rule fairness: bias metrics of one model on one protocol."""
+
+from pathlib import Path
+
+from facecast.datasets import dataset_root
+from facecast.fairness.stage import run_fairness
+from facecast.workflow_glue import script_context
+
+with script_context(snakemake) as ctx:
+    ds = ctx.wildcards["ds"]
+    summary = run_fairness(
+        snakemake.input.scores,
+        snakemake.input.attributes,
+        Path(snakemake.output.summary).parent,
+        snakemake.params.fairness,
+        model=ctx.wildcards["model"],
+        protocol=ctx.wildcards["protocol"],
+        seed=int(snakemake.params.seed),
+        provenance=ctx.provenance,
+        reuse_thresholds=snakemake.input.get("thresholds"),
+        faces_paths=list(snakemake.input.get("faces", [])),
+        manifest_path=snakemake.input.manifest,
+        dataset_root=dataset_root(ctx.dataset(), f"results/{ds}/dataset"),
+    )
+    ctx.log.info("fairness summary: %s", summary)

@@ -1,0 +1,134 @@
+"""Native quality and geometry measures (no model weights), inspired by ISO/IEC 29794-5.
+
+Every measure is computed for a whole shard at once on the aligned crops (numpy, one
+array op per measure; only scikit-image's ``blur_effect`` loops over images). Values
+are NaN where an input is missing (no crop, no landmarks, no embedding).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from skimage.measure import blur_effect
+
+from facecast.attributes.inputs import FaceBatch
+from facecast.attributes.pose import head_pose
+
+# OFIQ's exposure limits on 8-bit luminance: under-exposed <= 25, over-exposed >= 247.
+UNDEREXPOSED_MAX = 25.0 / 255.0
+OVEREXPOSED_MIN = 247.0 / 255.0
+
+# Inner face region of a crop (fractions of height/width); the ArcFace template puts the
+# eyes at ~46% and the mouth at ~82% of the height, so this box holds brows to chin.
+FACE_ROWS = (0.20, 0.95)
+FACE_COLS = (0.15, 0.85)
+
+NATIVE_COLUMNS = {
+    "sharpness_laplacian": "variance of the 4-neighbour Laplacian of the luminance (0-255 scale) "
+                           "in the inner face region; higher = sharper",
+    "blur_effect": "scikit-image blur_effect (Crete et al. 2007) of the inner face region; "
+                   "0 = sharp, 1 = fully blurred",
+    "luminance_mean": "mean luminance (BT.601 Y, 0-1) of the inner face region",
+    "luminance_var": "variance of that luminance",
+    "underexposure": "fraction of face pixels with luminance <= 25/255",
+    "overexposure": "fraction of face pixels with luminance >= 247/255",
+    "dynamic_range": "99th minus 1st percentile of the face luminance (0-1)",
+    "illumination_uniformity": "1 - |L - R| / (L + R) for the mean luminance of the left and "
+                               "right face halves; 1 = evenly lit",
+    "inter_eye_distance": "distance between the eye centres in original image pixels",
+    "bbox_width": "detection box width in image pixels",
+    "bbox_height": "detection box height in image pixels",
+    "face_area_rel": "detection box area (clipped to the image) / image area",
+    "yaw": "head yaw in degrees from the 5 landmarks; > 0 = face turned towards image right",
+    "pitch": "head pitch in degrees; > 0 = face tilted up",
+    "roll": "head roll in degrees (eye line); > 0 = rotated clockwise in the image",
+    "det_score": "face detector confidence",
+}
+
+
+def luminance(crops: np.ndarray) -> np.ndarray:
+    """BT.601 luma in [0, 1] of (N, H, W, 3) uint8 images, float32 (N, H, W)."""
+    w = np.array([0.299, 0.587, 0.114], dtype=np.float32) / 255.0
+    return crops.astype(np.float32) @ w
+
+
+def face_region(y: np.ndarray) -> np.ndarray:
+    """The inner face box (see ``FACE_ROWS``/``FACE_COLS``) of (N, H, W) luminance."""
+    h, w = y.shape[1:3]
+    r0, r1 = round(FACE_ROWS[0] * h), round(FACE_ROWS[1] * h)
+    c0, c1 = round(FACE_COLS[0] * w), round(FACE_COLS[1] * w)
+    return y[:, r0:r1, c0:c1]
+
+
+def laplacian_variance(y: np.ndarray) -> np.ndarray:
+    """Variance of the 4-neighbour Laplacian of (N, H, W) images (value scale 0-255)."""
+    y = y.astype(np.float32) * 255.0
+    lap = (4 * y[:, 1:-1, 1:-1] - y[:, :-2, 1:-1] - y[:, 2:, 1:-1]
+           - y[:, 1:-1, :-2] - y[:, 1:-1, 2:])
+    return lap.reshape(len(y), -1).var(1)
+
+
+def image_measures(crops: np.ndarray) -> dict[str, np.ndarray]:
+    """Quality measures of (N, H, W, 3) uint8 aligned crops -> dict of (N,) float arrays."""
+    n = len(crops)
+    if n == 0:
+        return {k: np.zeros(0) for k in list(NATIVE_COLUMNS)[:8]}
+    face = face_region(luminance(crops))
+    flat = face.reshape(n, -1)
+    half = face.shape[2] // 2
+    left = face[:, :, :half].reshape(n, -1).mean(1)
+    right = face[:, :, face.shape[2] - half:].reshape(n, -1).mean(1)
+    lo, hi = np.percentile(flat, [1, 99], axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        uniform = 1.0 - np.abs(left - right) / (left + right)
+    uniform = np.where(left + right > 0, uniform, 1.0)
+    return {
+        "sharpness_laplacian": laplacian_variance(face),
+        "blur_effect": np.array([blur_effect(f, h_size=11) for f in face]),
+        "luminance_mean": flat.mean(1),
+        "luminance_var": flat.var(1),
+        "underexposure": (flat <= UNDEREXPOSED_MAX).mean(1),
+        "overexposure": (flat >= OVEREXPOSED_MIN).mean(1),
+        "dynamic_range": hi - lo,
+        "illumination_uniformity": uniform,
+    }
+
+
+def geometry_measures(landmarks: np.ndarray, bbox: np.ndarray, image_width: np.ndarray,
+                      image_height: np.ndarray, det_score: np.ndarray) -> dict[str, np.ndarray]:
+    """Detection geometry: eye distance, box size, relative face area, pose, confidence."""
+    eyes = landmarks[:, 1] - landmarks[:, 0]
+    bw = bbox[:, 2] - bbox[:, 0]
+    bh = bbox[:, 3] - bbox[:, 1]
+    cw = np.clip(np.minimum(bbox[:, 2], image_width) - np.maximum(bbox[:, 0], 0), 0, None)
+    ch = np.clip(np.minimum(bbox[:, 3], image_height) - np.maximum(bbox[:, 1], 0), 0, None)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        area_rel = cw * ch / (image_width * image_height)
+    return {
+        "inter_eye_distance": np.hypot(eyes[:, 0], eyes[:, 1]),
+        "bbox_width": bw,
+        "bbox_height": bh,
+        "face_area_rel": area_rel,
+        **head_pose(landmarks),
+        "det_score": det_score.astype(np.float64),
+    }
+
+
+def native_scores(batch: FaceBatch, embed_norms: dict[str, np.ndarray] | None = None,
+                  ) -> dict[str, np.ndarray]:
+    """Every native column for a shard (image measures NaN where there is no crop).
+
+    ``embed_norms`` maps an embedder name to its (N,) raw norms aligned with ``batch``
+    (NaN where missing); each becomes ``embed_norm_<model>``.
+    """
+    n = len(batch)
+    out: dict[str, np.ndarray] = {}
+    img = image_measures(batch.crops[batch.has_crop])
+    for key, vals in img.items():
+        col = np.full(n, np.nan)
+        col[batch.has_crop] = vals
+        out[key] = col
+    out.update(geometry_measures(batch.landmarks, batch.bbox, batch.image_width,
+                                 batch.image_height, batch.det_score))
+    for model, norms in (embed_norms or {}).items():
+        out[f"embed_norm_{model}"] = np.asarray(norms, dtype=np.float64)
+    return out

@@ -1,0 +1,86 @@
+"""Backend names -> embedder classes, and building an embedder from its config block."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the registry is imported when the Snakefile is parsed: no torch there
+    from facecast.embed.base import Embedder
+
+#: backend name -> (module, class); imported lazily so a CPU-only run needs no extras
+BACKENDS: dict[str, tuple[str, str]] = {
+    "dlib_resnet": ("facecast.embed.dlib_resnet", "DlibEmbedder"),
+    "facenet": ("facecast.embed.facenet", "FacenetEmbedder"),
+    "iresnet": ("facecast.embed.iresnet", "IResNetEmbedder"),
+    "onnx": ("facecast.embed.onnx_model", "OnnxEmbedder"),
+    "lbp": ("facecast.embed.lbp", "LBPEmbedder"),
+}
+#: backends that need a fitted artefact from the pipeline (rule ``embed_fit``)
+FITTED_BACKENDS = {"lbp"}
+#: backends that can run on a GPU (dlib-bin wheels are CPU builds; lbp is numpy)
+CUDA_BACKENDS = {"facenet", "iresnet", "onnx"}
+#: model-config keys that are not constructor options
+NON_OPTIONS = {"backend", "fit_split", "pca_dim", "whiten_eps"}
+
+
+def backend_class(backend: str) -> type[Embedder]:
+    """The embedder class of ``backend`` (ValueError naming the known backends)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown embedding backend {backend!r}; known: {sorted(BACKENDS)}")
+    module, cls = BACKENDS[backend]
+    return getattr(importlib.import_module(module), cls)
+
+
+def needs_fit(model_cfg: dict[str, Any]) -> bool:
+    """True when the model needs a per-dataset fit (``results/{ds}/embed/{model}/fit.npz``)."""
+    return model_cfg.get("backend") in FITTED_BACKENDS
+
+
+def uses_cuda(model_cfg: dict[str, Any], device: str) -> bool:
+    """Whether jobs of this model should ask the scheduler for a GPU (``device: cuda``)."""
+    return device == "cuda" and model_cfg.get("backend") in CUDA_BACKENDS
+
+
+def build_embedder(name: str, model_cfg: dict[str, Any], *, device: str = "auto",
+                   amp: str = "none", fit_path: str | None = None,
+                   threads: int | None = None) -> Embedder:
+    """Load model ``name`` as its config block describes (weights are loaded now).
+
+    A missing weight file raises :class:`~facecast.embed.base.MissingWeightsError` naming
+    the file and where to put it. ``fit_path`` is the pipeline's fit for fitted backends.
+    """
+    cfg = dict(model_cfg)
+    backend = cfg.get("backend")
+    if backend is None:
+        raise ValueError(f"embedding model {name!r} has no backend")
+    import torch
+
+    from facecast.embed.base import resolve_device
+
+    cls = backend_class(backend)
+    options = {k: v for k, v in cfg.items() if k not in NON_OPTIONS}
+    if backend in FITTED_BACKENDS:
+        options["weights"] = fit_path
+    params = inspect.signature(cls.__init__).parameters
+    unknown = sorted(k for k in options if k not in params)
+    if unknown:
+        allowed = sorted(k for k in params if k not in ("self", "name", "device", "amp",
+                                                        "threads"))
+        raise ValueError(f"embedding model {name!r} (backend {backend}): unknown option(s) "
+                         f"{unknown}; allowed: {allowed}")
+    dev = resolve_device(device) if cls.supports_cuda else torch.device("cpu")
+    if "threads" in params and threads:
+        options["threads"] = threads
+    return cls(name, device=dev, amp=amp, **options)
+
+
+def embed_shard_inputs(ds: str, shard: str, model: str,
+                       model_cfg: dict[str, Any]) -> dict[str, str]:
+    """Input files of the embed job (ds, shard, model): the faces shard, plus the fit of a
+    fitted backend. Used by ``workflow/rules/embed.smk``."""
+    inputs = {"faces": f"results/{ds}/faces/{shard}.parquet"}
+    if needs_fit(model_cfg):
+        inputs["fit"] = f"results/{ds}/embed/{model}/fit.npz"
+    return inputs

@@ -1,0 +1,206 @@
+"""Stage ``embed``: one faces shard in, one embedding Parquet per model out.
+
+Every faces row reaches the output. Rows whose faces status is ``ok`` or ``fallback``
+and that carry a crop are embedded and get status ``ok`` (a fallback crop keeps a note in
+``message``); the others keep their faces status and message, with a null embedding.
+A crop that does not decode gets ``decode_error``; a non-finite or zero feature gets
+``embed_error``. ``norm`` is the raw feature norm (a MagFace-style quality signal) and
+``embedding`` the L2-normalised feature, both null unless ``ok``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from tqdm import tqdm
+
+from facecast.embed.base import CROP_SIZES, Embedder
+from facecast.embed.data import crop_loader, resolve_workers
+from facecast.embed.lbp import CovarianceAccumulator, LBPEmbedder, fit_whitening, save_fit
+from facecast.embed.registry import build_embedder
+from facecast.parquet_io import write_parquet
+
+log = logging.getLogger("facecast.embed")
+
+EMBEDDABLE = ("ok", "fallback")
+EMBED_DEFAULTS: dict[str, Any] = {"device": "auto", "batch_size": 64, "amp": "none",
+                                  "num_workers": -1}
+
+
+def embed_schema(dim: int) -> pa.Schema:
+    """Arrow schema of an embedding shard with ``dim``-D embeddings."""
+    return pa.schema([
+        ("image_id", pa.string()),
+        ("status", pa.string()),
+        ("message", pa.string()),
+        ("embedding", pa.list_(pa.float32(), dim)),
+        ("norm", pa.float32()),
+    ])
+
+
+def load_embedder(model_name: str, model_cfg: dict[str, Any], embed_cfg: dict[str, Any],
+                  fit_path: str | None = None, threads: int = 1) -> Embedder:
+    """Build the embedder of ``model_name`` with the stage settings (device, amp)."""
+    cfg = {**EMBED_DEFAULTS, **(embed_cfg or {})}
+    return build_embedder(model_name, model_cfg, device=cfg["device"], amp=cfg["amp"],
+                          fit_path=fit_path, threads=threads)
+
+
+def embed_crops(embedder: Embedder, crops: Sequence[bytes | None], rows: np.ndarray, *,
+                batch_size: int, num_workers: int = 0, threads: int = 1,
+                desc: str = "embed") -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Raw features of the PNG crops ``crops[rows]``.
+
+    Returns ``(features (len(rows), D) float32, ok mask, error messages)``, aligned with
+    ``rows``; a crop that does not decode has ok False and a message, features NaN.
+    """
+    rows = np.asarray(rows, np.int64)
+    feats = np.full((len(rows), embedder.dim), np.nan, np.float32)
+    ok = np.zeros(len(rows), bool)
+    errors = [""] * len(rows)
+    if len(rows) == 0:
+        return feats, ok, errors
+    pos = {int(r): i for i, r in enumerate(rows)}
+    workers = resolve_workers(num_workers, embedder.device, threads)
+    loader = crop_loader(crops, rows, batch_size=batch_size,
+                         size=CROP_SIZES[embedder.crop_column], device=embedder.device,
+                         num_workers=workers)
+    for batch, idx, good, errs in tqdm(loader, desc=desc, unit="batch", mininterval=5.0):
+        where = np.array([pos[int(r)] for r in idx.numpy()])
+        good_np = good.numpy()
+        for j in np.flatnonzero(~good_np):
+            errors[where[j]] = errs[j]
+        if good_np.any():
+            sel = batch if good_np.all() else batch[torch.from_numpy(good_np)]
+            feats[where[good_np]] = embedder.embed(sel)
+            ok[where[good_np]] = True
+    return feats, ok, errors
+
+
+def embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, model_name: str,
+                model_cfg: dict[str, Any], embed_cfg: dict[str, Any] | None = None, *,
+                fit_path: str | None = None, provenance: dict[str, Any] | None = None,
+                threads: int = 1) -> pd.DataFrame:
+    """Embed every face of one faces shard with one model; write ``out_path``.
+
+    The model (and its weights) is loaded before the shard is read, so a missing weight
+    file fails at once with a message naming the file. Returns the written table.
+    """
+    cfg = {**EMBED_DEFAULTS, **(embed_cfg or {})}
+    embedder = load_embedder(model_name, model_cfg, cfg, fit_path=fit_path, threads=threads)
+    if embedder.device.type == "cuda":
+        torch.backends.cudnn.benchmark = True  # fixed crop sizes: let cuDNN pick kernels
+    log.info("model %s: backend %s, %d-D, device %s, amp %s, weights %s", model_name,
+             embedder.backend, embedder.dim, embedder.device, embedder.amp,
+             embedder.weights_path)
+    table = pq.read_table(faces_path, columns=["image_id", "status", "message",
+                                               embedder.crop_column])
+    n = table.num_rows
+    image_id = table.column("image_id").to_pylist()
+    status = np.array(table.column("status").to_pylist(), dtype=object)
+    message = np.array([m or "" for m in table.column("message").to_pylist()], dtype=object)
+    crops = table.column(embedder.crop_column).to_pylist()
+    has_crop = np.array([c is not None for c in crops], bool)
+    embeddable = np.isin(status, EMBEDDABLE)
+    missing = embeddable & ~has_crop
+    status[missing] = "no_crop"
+    message[missing] = f"faces status ok but {embedder.crop_column} is empty"
+    fallback = embeddable & has_crop & (status == "fallback")
+    message[fallback] = ["fallback crop: " + m if m else "fallback crop" for m in message[fallback]]
+    rows = np.flatnonzero(embeddable & has_crop)
+
+    feats, ok, errors = embed_crops(embedder, crops, rows, batch_size=int(cfg["batch_size"]),
+                                    num_workers=int(cfg["num_workers"]), threads=threads,
+                                    desc=f"embed {model_name}")
+    emb = np.zeros((n, embedder.dim), np.float32)
+    norm = np.full(n, np.nan, np.float32)
+    good = np.zeros(n, bool)
+    for i, r in enumerate(rows):
+        if not ok[i]:
+            status[r], message[r] = "decode_error", errors[i]
+    norms = np.linalg.norm(feats, axis=1) if len(rows) else np.zeros(0, np.float32)
+    finite = ok & np.isfinite(feats).all(axis=1) & (norms > 0)
+    bad = ok & ~finite
+    status[rows[bad]] = "embed_error"
+    message[rows[bad]] = "model gave a non-finite or zero feature"
+    ok_rows = rows[finite]
+    emb[ok_rows] = feats[finite] / norms[finite, None]
+    norm[ok_rows] = norms[finite]
+    good[ok_rows] = True
+    status[ok_rows] = "ok"
+
+    mask = pa.array(~good)
+    emb_arr = pa.FixedSizeListArray.from_arrays(pa.array(emb.reshape(-1)), embedder.dim,
+                                                mask=mask)
+    out = pa.table({
+        "image_id": pa.array(image_id, pa.string()),
+        "status": pa.array(status.tolist(), pa.string()),
+        "message": pa.array(message.tolist(), pa.string()),
+        "embedding": emb_arr,
+        "norm": pa.array(norm, pa.float32(), mask=~good),
+    }, schema=embed_schema(embedder.dim))
+    prov = {**(provenance or {}), "stage": "embed", **embedder.provenance()}
+    write_parquet(out, out_path, provenance=prov)
+    counts = pd.Series(status).value_counts().to_dict()
+    log.info("wrote %s: %d rows, statuses %s", out_path, n, counts)
+    return out.to_pandas()
+
+
+def fit_model(manifest_path: str | os.PathLike, faces_paths: Sequence[str | os.PathLike],
+              out_path: str | os.PathLike, model_name: str, model_cfg: dict[str, Any],
+              embed_cfg: dict[str, Any] | None = None, *, threads: int = 1) -> Path:
+    """Fit the per-dataset transform of a fitted backend (today: ``lbp``)."""
+    if model_cfg.get("backend") == "lbp":
+        return fit_lbp(manifest_path, faces_paths, out_path, model_name, model_cfg, embed_cfg,
+                       threads=threads)
+    raise ValueError(f"model {model_name!r} (backend {model_cfg.get('backend')}) needs no fit")
+
+
+def fit_lbp(manifest_path: str | os.PathLike, faces_paths: Sequence[str | os.PathLike],
+            out_path: str | os.PathLike, model_name: str, model_cfg: dict[str, Any],
+            embed_cfg: dict[str, Any] | None = None, *, threads: int = 1) -> Path:
+    """Fit the LBP PCA whitening on the ``fit_split`` rows (default ``train``) of a dataset.
+
+    Streams over the faces shards (only embeddable rows of the split); a dataset with no
+    row in that split falls back to all embeddable rows, with a warning in the log and
+    ``fit_split`` = ``all`` in the fit file.
+    """
+    cfg = {**EMBED_DEFAULTS, **(embed_cfg or {})}
+    split = str(model_cfg.get("fit_split", "train"))
+    embedder = LBPEmbedder(model_name, weights=None, radii=model_cfg.get("radii", (1, 2)),
+                           grid=int(model_cfg.get("grid", 7)))
+    manifest = pq.read_table(manifest_path, columns=["image_id", "split"]).to_pandas()
+    train_ids = set(manifest.loc[manifest["split"].astype(str) == split, "image_id"].astype(str))
+    used_split = split
+    if not train_ids:
+        log.warning("no manifest row has split == %r; fitting the whitening on all faces",
+                    split)
+        used_split = "all"
+    acc = CovarianceAccumulator(embedder.dim)
+    for path in faces_paths:
+        t = pq.read_table(path, columns=["image_id", "status", "crop_arcface"])
+        ids = np.array(t.column("image_id").to_pylist(), dtype=object)
+        st = np.array(t.column("status").to_pylist(), dtype=object)
+        crops = t.column("crop_arcface").to_pylist()
+        sel = np.isin(st, EMBEDDABLE) & np.array([c is not None for c in crops], bool)
+        if used_split != "all":
+            sel &= np.array([i in train_ids for i in ids], bool)
+        feats, ok, _ = embed_crops(embedder, crops, np.flatnonzero(sel),
+                                   batch_size=max(int(cfg["batch_size"]), 256), threads=threads,
+                                   desc=f"fit {model_name} {Path(path).stem}")
+        acc.update(feats[ok])
+    fit = fit_whitening(acc, pca_dim=int(model_cfg.get("pca_dim", 128)),
+                        eps=float(model_cfg.get("whiten_eps", 1e-3)))
+    fit["fit_split"] = np.array(used_split)
+    log.info("LBP whitening: %d faces (%s split), %d -> %d dims", acc.n, used_split,
+             embedder.dim, fit["projection"].shape[1])
+    return save_fit(out_path, fit, embedder.radii, embedder.grid)

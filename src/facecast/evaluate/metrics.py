@@ -1,0 +1,232 @@
+"""Verification metrics on scored pairs (numpy only, vectorised, exact).
+
+Conventions: ``scores`` are similarities (cosine of L2-normalised embeddings; higher means
+"same person"); ``labels`` are 1 for genuine and 0 for impostor pairs.
+
+* :func:`kfold_accuracy` is the CAST / insightface 10-fold accuracy: for each fold, the
+  threshold with the best accuracy on the other folds is applied to that fold; the result
+  is the mean and (population) standard deviation of the per-fold accuracies. insightface
+  thresholds the squared L2 distance of L2-normalised embeddings, ``d = 2 - 2 cos``, on
+  the grid ``0, 0.01, ..., 3.99`` and predicts "same" when ``d < t``; ties between
+  thresholds go to the first (smallest) one, like ``np.argmax``. ``thresholds="exact"``
+  searches every distinct distance instead of the grid.
+* :func:`roc_points` equals ``sklearn.metrics.roc_curve(..., drop_intermediate=False)``.
+* :func:`auc_score` is the Mann-Whitney statistic with average ranks for ties (equals
+  ``sklearn.metrics.roc_auc_score``).
+* :func:`equal_error_rate` interpolates linearly where FAR and FRR cross.
+* :func:`tar_at_far` reports the best TAR among thresholds whose FAR does not exceed the
+  target, with the FAR actually reached and the number of impostors behind it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm, rankdata
+
+INSIGHTFACE_THRESHOLDS = np.arange(0, 4, 0.01)
+
+
+@dataclass
+class KFoldAccuracy:
+    """Per-fold accuracies and the threshold (as a cosine similarity) each fold used."""
+
+    folds: list[str]
+    accuracies: np.ndarray
+    thresholds: np.ndarray  # best squared-L2 threshold per fold
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.accuracies)) if len(self.accuracies) else float("nan")
+
+    @property
+    def std(self) -> float:
+        return float(np.std(self.accuracies)) if len(self.accuracies) else float("nan")
+
+    @property
+    def cosine_thresholds(self) -> np.ndarray:
+        """The per-fold thresholds expressed as cosine similarities (``1 - t / 2``)."""
+        return 1.0 - self.thresholds / 2.0
+
+
+def _as_arrays(scores, labels) -> tuple[np.ndarray, np.ndarray]:
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels).astype(np.int64)
+    if s.shape != y.shape or s.ndim != 1:
+        raise ValueError("scores and labels must be 1-D arrays of the same length")
+    if not np.isin(y, (0, 1)).all():
+        raise ValueError("labels must be 0 (impostor) or 1 (genuine)")
+    if np.isnan(s).any():
+        raise ValueError("scores contain NaN; drop unscored pairs first")
+    return s, y
+
+
+def default_folds(n: int, n_folds: int = 10) -> np.ndarray:
+    """Fold labels ``'0'..'n_folds-1'`` in contiguous blocks, like ``KFold(shuffle=False)``."""
+    idx = np.zeros(n, dtype=np.int64)
+    bounds = np.full(n_folds, n // n_folds)
+    bounds[: n % n_folds] += 1
+    starts = np.concatenate([[0], np.cumsum(bounds)])
+    for k in range(n_folds):
+        idx[starts[k]:starts[k + 1]] = k
+    return idx.astype(str)
+
+
+def kfold_accuracy(scores, labels, folds, thresholds: str | np.ndarray = "insightface"
+                   ) -> KFoldAccuracy:
+    """10-fold best-threshold accuracy (CAST / insightface); see the module docstring.
+
+    ``folds`` gives each pair's fold label; every fold is the test fold once. Promises the
+    same per-fold accuracies as insightface's ``calculate_roc`` when the folds are its
+    contiguous ``KFold`` blocks.
+    """
+    s, y = _as_arrays(scores, labels)
+    folds = np.asarray(folds).astype(str)
+    fold_names = sorted(np.unique(folds).tolist(), key=lambda f: (len(f), f))
+    if len(fold_names) < 2:
+        raise ValueError("k-fold accuracy needs at least two folds")
+    dist = 2.0 - 2.0 * s
+    if isinstance(thresholds, str):
+        if thresholds == "insightface":
+            grid = INSIGHTFACE_THRESHOLDS
+        elif thresholds == "exact":
+            u = np.unique(dist)
+            grid = np.concatenate([u, [u[-1] + 1.0]])
+        else:
+            raise ValueError(f"unknown threshold grid {thresholds!r} (insightface | exact)")
+    else:
+        grid = np.sort(np.asarray(thresholds, dtype=np.float64))
+    k = len(fold_names)
+    gen_below = np.zeros((k, len(grid)))
+    imp_below = np.zeros((k, len(grid)))
+    n_imp = np.zeros(k)
+    n_all = np.zeros(k)
+    for i, f in enumerate(fold_names):
+        m = folds == f
+        g = np.sort(dist[m & (y == 1)])
+        im = np.sort(dist[m & (y == 0)])
+        gen_below[i] = np.searchsorted(g, grid, side="left")   # predicted same: d < t
+        imp_below[i] = np.searchsorted(im, grid, side="left")
+        n_imp[i] = len(im)
+        n_all[i] = m.sum()
+    correct = gen_below + (n_imp[:, None] - imp_below)          # [fold, threshold]
+    tot_correct, tot_n = correct.sum(0), n_all.sum()
+    accs, best_t = np.zeros(k), np.zeros(k)
+    for i in range(k):
+        train_acc = (tot_correct - correct[i]) / (tot_n - n_all[i])
+        b = int(np.argmax(train_acc))
+        best_t[i] = grid[b]
+        accs[i] = correct[i, b] / n_all[i] if n_all[i] else float("nan")
+    return KFoldAccuracy(fold_names, accs, best_t)
+
+
+def roc_points(scores, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(FAR, TAR, threshold) at every distinct score, starting at (0, 0, +inf).
+
+    Predict "genuine" when ``score >= threshold``. Same points as
+    ``sklearn.metrics.roc_curve(labels, scores, drop_intermediate=False)``.
+    """
+    s, y = _as_arrays(scores, labels)
+    n_pos, n_neg = int(y.sum()), int(len(y) - y.sum())
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError("ROC needs genuine and impostor pairs")
+    order = np.argsort(-s, kind="mergesort")
+    s_sorted, y_sorted = s[order], y[order]
+    last = np.r_[np.flatnonzero(np.diff(s_sorted) != 0), len(s_sorted) - 1]
+    tps = np.cumsum(y_sorted)[last]
+    fps = (last + 1) - tps
+    far = np.r_[0.0, fps / n_neg]
+    tar = np.r_[0.0, tps / n_pos]
+    thr = np.r_[np.inf, s_sorted[last]]
+    return far, tar, thr
+
+
+def auc_score(scores, labels) -> float:
+    """Area under the ROC curve (Mann-Whitney with average ranks for ties)."""
+    s, y = _as_arrays(scores, labels)
+    n_pos, n_neg = int(y.sum()), int(len(y) - y.sum())
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError("AUC needs genuine and impostor pairs")
+    ranks = rankdata(s)
+    return float((ranks[y == 1].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+def equal_error_rate(far: np.ndarray, tar: np.ndarray, thr: np.ndarray) -> tuple[float, float]:
+    """(EER, threshold) where FAR = FRR = 1 - TAR, linearly interpolated between points."""
+    frr = 1.0 - tar
+    diff = frr - far                      # decreasing from 1 to -1 along the curve
+    i = int(np.argmax(diff <= 0))
+    if i == 0:
+        return float(far[0]), float(thr[0])
+    d0, d1 = diff[i - 1], diff[i]
+    w = d0 / (d0 - d1) if d0 != d1 else 0.0
+    eer = far[i - 1] + w * (far[i] - far[i - 1])
+    t0 = thr[i - 1] if np.isfinite(thr[i - 1]) else thr[i]
+    return float(eer), float(t0 + w * (thr[i] - t0))
+
+
+def tar_at_far(far: np.ndarray, tar: np.ndarray, thr: np.ndarray, target: float,
+               n_impostors: int) -> dict[str, float | int | bool]:
+    """Best TAR with FAR <= ``target``; also the FAR reached and the impostors behind it.
+
+    ``resolvable`` is False when there are fewer than ``1 / target`` impostors: then the
+    only FAR at or below the target is 0 and the figure says little.
+    """
+    ok = np.flatnonzero(far <= target + 1e-15)
+    i = int(ok[-1])  # FAR is non-decreasing along the curve; TAR too
+    return {
+        "tar": float(tar[i]),
+        "far_reached": float(far[i]),
+        "threshold": float(thr[i]),
+        "n_false_accepts": int(round(far[i] * n_impostors)),
+        "n_impostors": int(n_impostors),
+        "resolvable": bool(n_impostors * target >= 1.0),
+    }
+
+
+def det_points(far: np.ndarray, tar: np.ndarray, clip: float = 1e-6
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """DET coordinates: probit (normal deviate) of FAR and FRR, clipped to (clip, 1-clip)."""
+    frr = 1.0 - tar
+    return (norm.ppf(np.clip(far, clip, 1 - clip)), norm.ppf(np.clip(frr, clip, 1 - clip)))
+
+
+def verification_metrics(scores, labels, folds=None, *, fars=(1e-3, 1e-4),
+                         thresholds: str | np.ndarray = "insightface",
+                         n_folds: int = 10) -> dict[str, float | int | bool | str]:
+    """All headline figures for one scored protocol as a flat dict (one table row).
+
+    ``folds`` None splits the pairs into ``n_folds`` contiguous blocks (insightface's
+    ``KFold(shuffle=False)``).
+    """
+    s, y = _as_arrays(scores, labels)
+    if folds is None:
+        folds = default_folds(len(s), n_folds)
+    acc = kfold_accuracy(s, y, folds, thresholds)
+    far, tar, thr = roc_points(s, y)
+    eer, eer_t = equal_error_rate(far, tar, thr)
+    n_imp = int((y == 0).sum())
+    out: dict[str, float | int | bool | str] = {
+        "n_pairs": int(len(s)),
+        "n_genuine": int(y.sum()),
+        "n_impostor": n_imp,
+        "n_folds": len(acc.folds),
+        "accuracy": acc.mean,
+        "accuracy_std": acc.std,
+        "threshold_cosine_mean": float(np.mean(acc.cosine_thresholds)),
+        "auc": auc_score(s, y),
+        "eer": eer,
+        "eer_threshold": eer_t,
+        "genuine_mean": float(s[y == 1].mean()),
+        "impostor_mean": float(s[y == 0].mean()),
+    }
+    for target in fars:
+        t = tar_at_far(far, tar, thr, target, n_imp)
+        key = f"{target:.0e}".replace("e-0", "e-")
+        out[f"tar@far={key}"] = t["tar"]
+        out[f"far_reached@far={key}"] = t["far_reached"]
+        out[f"threshold@far={key}"] = t["threshold"]
+        out[f"false_accepts@far={key}"] = t["n_false_accepts"]
+        out[f"resolvable@far={key}"] = t["resolvable"]
+    return out

@@ -1,0 +1,85 @@
+"""Settings of the faces stage (config section ``faces``), with the schema's defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+SELECT_POLICIES = ("largest", "central", "score")
+CROP_KINDS = ("arcface", "facenet")
+FALLBACKS = ("none", "center_crop")
+
+
+@dataclass(frozen=True)
+class FacesConfig:
+    """Typed view of ``config["faces"]``; defaults equal those in the config schema."""
+
+    detector: str = "mtcnn"
+    device: str = "auto"
+    threads: int = 2
+    batch_size: int = 32
+    max_side: int = 640
+    min_face_size: int = 20
+    thresholds: tuple[float, float, float] = (0.6, 0.7, 0.7)
+    scale_factor: float = 0.709
+    select: str = "largest"
+    crops: tuple[str, ...] = CROP_KINDS
+    facenet_margin: float = 14.0
+    fallback: str = "none"
+    center_crop_fraction: float = 0.7
+    max_pixels: int = 100_000_000
+    decode_max_side: int = 0
+    png_compress_level: int = 1
+    weights_dir: str = ""
+
+    @classmethod
+    def from_mapping(cls, cfg: Mapping[str, Any] | FacesConfig | None) -> FacesConfig:
+        """Build from a (possibly partial) mapping; unknown keys and bad values raise ValueError."""
+        if isinstance(cfg, FacesConfig):
+            return cfg
+        cfg = dict(cfg or {})
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(cfg) - names)
+        if unknown:
+            raise ValueError(f"unknown faces config keys: {unknown}")
+        if "thresholds" in cfg:
+            cfg["thresholds"] = tuple(float(t) for t in cfg["thresholds"])
+        if "crops" in cfg:
+            cfg["crops"] = tuple(str(c) for c in cfg["crops"])
+        out = cls(**cfg)
+        out.validate()
+        return out
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad setting."""
+        if self.detector != "mtcnn":
+            raise ValueError(f"faces.detector must be 'mtcnn', got {self.detector!r}")
+        if self.select not in SELECT_POLICIES:
+            raise ValueError(f"faces.select must be one of {SELECT_POLICIES}, got {self.select!r}")
+        if self.fallback not in FALLBACKS:
+            raise ValueError(f"faces.fallback must be one of {FALLBACKS}, got {self.fallback!r}")
+        bad = [c for c in self.crops if c not in CROP_KINDS]
+        if bad:
+            raise ValueError(f"faces.crops entries must be in {CROP_KINDS}, got {bad}")
+        if len(self.thresholds) != 3 or not all(0.0 <= t <= 1.0 for t in self.thresholds):
+            raise ValueError(f"faces.thresholds must be 3 values in [0, 1], got {self.thresholds}")
+        if not 0.0 < self.scale_factor < 1.0:
+            raise ValueError(f"faces.scale_factor must be in (0, 1), got {self.scale_factor}")
+        if self.min_face_size < 4 or self.max_side < self.min_face_size:
+            raise ValueError("faces.min_face_size must be >= 4 and <= faces.max_side")
+        if not 0.0 < self.center_crop_fraction <= 1.0:
+            raise ValueError("faces.center_crop_fraction must be in (0, 1]")
+        if not 0.0 <= self.facenet_margin < 160:
+            raise ValueError("faces.facenet_margin must be in [0, 160)")
+        if self.batch_size < 1 or self.max_pixels < 1 or not 0 <= self.png_compress_level <= 9:
+            raise ValueError("faces.batch_size, max_pixels must be >= 1; png_compress_level 0..9")
+        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
+            raise ValueError(f"faces.device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dict (lists, not tuples) for provenance."""
+        d = asdict(self)
+        d["thresholds"] = list(self.thresholds)
+        d["crops"] = list(self.crops)
+        return d

@@ -1,0 +1,279 @@
+"""Stage ``faces``: one manifest shard in, one faces Parquet out (see docs/CONTRACTS.md).
+
+Every manifest row yields exactly one output row. Rows the manifest already flagged keep
+their status and message; the others are decoded (:mod:`facecast.faces.decode`), run
+through the detector in batches (:mod:`facecast.faces.detect`), and the chosen face is
+aligned (:mod:`facecast.faces.align`) and stored as lossless PNG bytes.
+
+Statuses written here: ``ok`` (face found and aligned), ``no_face``, ``fallback``
+(no face; centre crop of a pre-aligned image, when ``faces.fallback: center_crop``),
+``decode_error``, ``missing``/``unreadable`` (file vanished or unreadable since the
+manifest was built), ``outside_root``, ``detect_error``/``align_error`` (the detector or
+the warp failed on this image; the message says why).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from collections import Counter, deque
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import torch
+from tqdm import tqdm
+
+from facecast.faces.align import (
+    align_arcface,
+    center_square_box,
+    crop_box_resized,
+    crop_facenet,
+)
+from facecast.faces.config import FacesConfig
+from facecast.faces.crops import encode_png
+from facecast.faces.decode import DecodedImage, read_image
+from facecast.faces.detect import Detections, FaceDetector, select_face
+from facecast.manifest import read_shard
+from facecast.parquet_io import ParquetStreamWriter
+
+log = logging.getLogger(__name__)
+
+FACES_SCHEMA = pa.schema([
+    ("image_id", pa.string()),
+    ("status", pa.string()),
+    ("message", pa.string()),
+    ("image_width", pa.int32()),
+    ("image_height", pa.int32()),
+    ("n_faces", pa.int32()),
+    ("det_score", pa.float32()),
+    ("bbox", pa.list_(pa.float32())),
+    ("landmarks", pa.list_(pa.float32())),
+    ("crop_arcface", pa.binary()),
+    ("crop_facenet", pa.binary()),
+])
+ARCFACE_SIZE = 112
+FACENET_SIZE = 160
+ROWS_PER_GROUP = 256
+
+
+@dataclass
+class _Job:
+    image_id: str
+    status: str
+    message: str
+    path: Path | None = None
+    decoded: DecodedImage | None = None
+
+
+def resolve_inside(root: Path, rel: str) -> Path | None:
+    """``root / rel`` if it (and its real target) stays inside ``root``, else None."""
+    root_real = os.path.realpath(root)
+    full = Path(root) / rel
+    real = os.path.realpath(full)
+    if os.path.commonpath([root_real, real]) != root_real:
+        return None
+    return full
+
+
+def _empty_row(image_id: str, status: str, message: str,
+               dec: DecodedImage | None = None) -> dict[str, Any]:
+    return {"image_id": image_id, "status": status, "message": message,
+            "image_width": (dec.width or None) if dec else None,
+            "image_height": (dec.height or None) if dec else None,
+            "n_faces": None, "det_score": None, "bbox": None, "landmarks": None,
+            "crop_arcface": None, "crop_facenet": None}
+
+
+def _to_full(points: np.ndarray, dec: DecodedImage) -> np.ndarray:
+    """Array pixels -> full-resolution pixels (index convention), flattened float32."""
+    pts = np.asarray(points, np.float64).reshape(-1, 2)
+    scale = np.array([dec.scale_x, dec.scale_y])
+    return ((pts + 0.5) / scale - 0.5).astype(np.float32).reshape(-1)
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def face_row(job: _Job, det: Detections, cfg: FacesConfig) -> dict[str, Any]:
+    """Output row for a decoded image and its detections (chosen face aligned and encoded)."""
+    dec = job.decoded
+    assert dec is not None and dec.array is not None
+    image = dec.array
+    row = _empty_row(job.image_id, "ok", dec.message, dec)
+    if det.error:
+        row.update(status="detect_error", message=_join(det.error, dec.message))
+        return row
+    n = len(det)
+    row["n_faces"] = n
+    h, w = image.shape[:2]
+    idx = select_face(det, cfg.select, w, h)
+    level = cfg.png_compress_level
+    if idx is None:
+        if cfg.fallback != "center_crop":
+            row.update(status="no_face", message=_join(
+                f"no face found (min_face_size={cfg.min_face_size}, "
+                f"thresholds={list(cfg.thresholds)})", dec.message))
+            return row
+        box = center_square_box(w, h, cfg.center_crop_fraction)
+        row.update(status="fallback", message=_join(
+            "no face found; centre crop used (faces.fallback=center_crop, fraction "
+            f"{cfg.center_crop_fraction})", dec.message), bbox=_to_full(box, dec).tolist())
+        if "arcface" in cfg.crops:
+            row["crop_arcface"] = encode_png(crop_box_resized(image, box, ARCFACE_SIZE), level)
+        if "facenet" in cfg.crops:
+            row["crop_facenet"] = encode_png(crop_box_resized(image, box, FACENET_SIZE), level)
+        return row
+    box, lms = det.boxes[idx], det.landmarks[idx]
+    row.update(det_score=float(det.scores[idx]), bbox=_to_full(box, dec).tolist(),
+               landmarks=_to_full(lms, dec).tolist())
+    if n > 1:
+        row["message"] = _join(f"{n} faces; kept the {cfg.select} one", dec.message)
+    try:
+        if "arcface" in cfg.crops:
+            row["crop_arcface"] = encode_png(align_arcface(image, lms, ARCFACE_SIZE), level)
+        if "facenet" in cfg.crops:
+            row["crop_facenet"] = encode_png(
+                crop_facenet(image, box, FACENET_SIZE, cfg.facenet_margin), level)
+    except ValueError as exc:
+        row.update(status="align_error", message=_join(f"alignment failed: {exc}", dec.message),
+                   crop_arcface=None, crop_facenet=None)
+    return row
+
+
+def _decode_jobs(jobs: list[_Job], cfg: FacesConfig) -> list[_Job]:
+    for job in jobs:
+        if job.status == "ok" and job.path is not None:
+            job.decoded = read_image(job.path, cfg.max_pixels, min_side=cfg.decode_max_side)
+            if job.decoded.status != "ok":
+                job.status, job.message = job.decoded.status, job.decoded.message
+    return jobs
+
+
+def _process_chunk(jobs: list[_Job], detector: FaceDetector, cfg: FacesConfig
+                   ) -> list[dict[str, Any]]:
+    todo = [j for j in jobs if j.status == "ok"]
+    dets = detector.detect([j.decoded.array for j in todo]) if todo else []
+    by_id = {id(j): d for j, d in zip(todo, dets, strict=True)}
+    rows = []
+    for j in jobs:
+        if j.status == "ok":
+            rows.append(face_row(j, by_id[id(j)], cfg))
+        else:
+            rows.append(_empty_row(j.image_id, j.status, j.message, j.decoded))
+    return rows
+
+
+def _run_chunk(jobs: list[_Job], detector: FaceDetector, cfg: FacesConfig
+               ) -> list[dict[str, Any]]:
+    return _process_chunk(_decode_jobs(jobs, cfg), detector, cfg)
+
+
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Set torch's intra-op thread count to ``n`` for the block, then restore it."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(max(1, n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def iter_face_rows(rows: Sequence[Mapping[str, Any]], root: str | os.PathLike,
+                   cfg: FacesConfig, detector: FaceDetector, *, workers: int = 1,
+                   progress: bool = True, desc: str = "faces"
+                   ) -> Iterator[list[dict[str, Any]]]:
+    """Yield output rows, in input order, in chunks of ``cfg.batch_size``.
+
+    ``rows`` carry ``image_id``, ``path`` (relative to ``root``), ``status`` and
+    ``message`` (manifest columns). ``workers`` threads each take whole chunks (decode,
+    detect, align, encode); torch, Pillow and zlib release the GIL, so chunks overlap.
+    Output does not depend on ``workers``.
+    """
+    root = Path(root)
+    jobs = []
+    for r in rows:
+        raw_msg = r.get("message")
+        status = str(r["status"])
+        message = "" if raw_msg is None or raw_msg is pd.NA or raw_msg != raw_msg else str(raw_msg)
+        path = None
+        if status == "ok":
+            path = resolve_inside(root, str(r["path"]))
+            if path is None:
+                status, message = "outside_root", f"path escapes the dataset root {root}"
+        jobs.append(_Job(str(r["image_id"]), status, message, path))
+    bs = cfg.batch_size
+    chunks = [jobs[i:i + bs] for i in range(0, len(jobs), bs)]
+    workers = max(1, int(workers))
+    bar = tqdm(total=len(jobs), desc=desc, unit="img", file=sys.stderr, mininterval=10,
+               disable=not progress)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: deque = deque()
+        for chunk in chunks:
+            pending.append(pool.submit(_run_chunk, chunk, detector, cfg))
+            if len(pending) >= 2 * workers:  # bounded read-ahead keeps memory flat
+                done = pending.popleft().result()
+                bar.update(len(done))
+                yield done
+        while pending:
+            done = pending.popleft().result()
+            bar.update(len(done))
+            yield done
+    bar.close()
+
+
+def rows_to_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows (dicts with the faces columns) as an Arrow table with :data:`FACES_SCHEMA`."""
+    return pa.Table.from_pylist(rows, schema=FACES_SCHEMA)
+
+
+def run_faces_shard(manifest_path: str | os.PathLike, shard: str, root: str | os.PathLike,
+                    out_path: str | os.PathLike, config: Mapping[str, Any] | None = None, *,
+                    provenance: Mapping[str, Any] | None = None,
+                    detector: FaceDetector | None = None,
+                    threads: int | None = None) -> dict[str, int]:
+    """Detect and align faces for manifest shard ``shard``; write ``out_path``.
+
+    Every manifest row of the shard gives one output row (columns :data:`FACES_SCHEMA`,
+    manifest order). ``config`` is the ``faces`` config section; ``threads`` (default
+    ``faces.threads``) worker threads share the work. On CPU each worker runs torch
+    single-threaded: MTCNN is many small ops, and OpenMP threads on them cost more in
+    synchronisation than they save (5-10x on a loaded machine), so workers parallelise
+    across chunks instead. Returns status counts.
+    """
+    cfg = FacesConfig.from_mapping(config)
+    threads = cfg.threads if threads is None else int(threads)
+    manifest = read_shard(manifest_path, shard,
+                          columns=["image_id", "path", "status", "message"])
+    detector = detector or FaceDetector(cfg)
+    prov = dict(provenance or {})
+    prov.update({"stage": "faces", "shard": shard, "faces_config": cfg.as_dict(),
+                 "model": detector.settings(), "dataset_root": str(Path(root).absolute())})
+    counts: Counter = Counter()
+    buffer: list[dict[str, Any]] = []
+    records = manifest.to_dict("records")
+    log.info("faces shard %s: %d images, detector %s on %s, %d worker threads", shard,
+             len(records), detector.name, detector.device, threads)
+    intra = 1 if detector.device.type == "cpu" else torch.get_num_threads()
+    with torch_threads(intra), ParquetStreamWriter(out_path, FACES_SCHEMA,
+                                                   provenance=prov) as writer:
+        for chunk_rows in iter_face_rows(records, root, cfg, detector, workers=threads,
+                                         desc=f"faces {shard}"):
+            counts.update(r["status"] for r in chunk_rows)
+            buffer.extend(chunk_rows)
+            if len(buffer) >= ROWS_PER_GROUP:
+                writer.write(rows_to_table(buffer))
+                buffer = []
+        if buffer or not records:
+            writer.write(rows_to_table(buffer))
+    log.info("faces shard %s: statuses %s", shard, dict(sorted(counts.items())))
+    return dict(counts)

@@ -1,0 +1,206 @@
+"""Helpers shared by the run-at-scale tests (tests/test_scale_*.py).
+
+- :func:`snakefile` is the repository's Snakefile.
+- :func:`snakemake_cmd` builds a Snakemake command line for a test working directory.
+- :func:`reference_run` runs the tiny demo once per test session (uninterrupted, local)
+  and returns its working directory; tests compare their runs against it.
+- :func:`artifact_digest` reduces every output under ``results/`` to comparable values:
+  Parquet by table *contents* (column names, types, rows) plus the provenance metadata
+  (with the run's own absolute folder replaced by ``<workdir>``: two runs in two folders
+  legitimately record different dataset roots), JSON by parsed contents (same folder
+  rule; wall-clock timings such as mining_report.json's ``seconds`` dropped), text
+  tables and lists by bytes, PNG images by decoded pixels.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import yaml
+from conftest import REPO, tiny_demo_config
+
+# Run records and timings that differ between two runs of the same config by design.
+SKIP_DIRS = {"logs", "runtime"}
+TEXT_SUFFIXES = {".txt", ".list", ".tsv", ".csv", ".md", ".yaml"}
+IMAGE_SUFFIXES = {".png"}
+
+
+def snakefile(workdir: Path) -> Path:
+    """The Snakefile to run (``workdir`` kept for callers; every run uses the repo's)."""
+    return REPO / "Snakefile"
+
+
+def scale_config() -> dict:
+    """The tiny demo config the scale tests run: 2 shards of 24 images, every stage.
+
+    To keep these whole-pipeline runs fast, the expensive optional parts are switched
+    off: one embedder (dlib's, which needs no fitting; it also serves as the mining
+    reference), the weight-free attribute scorer only, no bootstrap replicates.
+    """
+    cfg = tiny_demo_config()
+    models = cfg.get("embed", {}).get("models", {})
+    if "dlib" in models:
+        cfg["embed"]["models"] = {"dlib": models["dlib"]}
+        if "reference_model" in cfg.get("mining", {}):
+            cfg["mining"]["reference_model"] = "dlib"
+        if cfg.get("evaluate", {}).get("models"):
+            cfg["evaluate"]["models"] = ["dlib"]
+    if "scorers" in cfg.get("attributes", {}):
+        cfg["attributes"]["scorers"] = ["native"]
+    if "n_boot" in cfg.get("fairness", {}):
+        cfg["fairness"]["n_boot"] = 0
+    return cfg
+
+
+def write_config(workdir: Path, config: dict | None = None) -> Path:
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "test_config.yaml"
+    path.write_text(yaml.safe_dump(config or scale_config(), sort_keys=False))
+    return path
+
+
+def snakemake_cmd(workdir: Path, *extra: str, config: dict | None = None,
+                  cores: int | None = 2) -> list[str]:
+    """``python -m snakemake`` for ``workdir`` with the scale config and ``extra`` args."""
+    cfg = write_config(workdir, config)
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile(workdir)),
+           "--directory", str(workdir), "--configfile", str(cfg)]
+    if cores is not None:
+        cmd += ["--cores", str(cores)]
+    return cmd + list(extra)
+
+
+def run(cmd: list[str], check: bool = True, cwd: Path | None = None,
+        timeout: float = 900) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd,
+                          timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"command failed ({proc.returncode}): {' '.join(cmd)}\n"
+                             f"{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
+    return proc
+
+
+_REFERENCE: dict[str, Path] = {}
+
+
+def reference_run(tmp_path_factory) -> Path:
+    """Working directory of one uninterrupted local run of ``rule all`` (once per session).
+
+    Its Snakemake output is kept in ``run.log`` there.
+    """
+    if "local" not in _REFERENCE:
+        work = tmp_path_factory.mktemp("reference")
+        proc = run(snakemake_cmd(work))
+        (work / "run.log").write_text(proc.stdout + proc.stderr)
+        _REFERENCE["local"] = work
+    return _REFERENCE["local"]
+
+
+def result_files(workdir: Path) -> list[Path]:
+    """Every output file under results/, relative, skipping logs and timings."""
+    root = workdir / "results"
+    out = []
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root)
+        if p.is_file() and not (set(rel.parts[1:-1]) & SKIP_DIRS):
+            out.append(rel)
+    return out
+
+
+def temp_leftovers(workdir: Path) -> list[Path]:
+    """Hidden temporary files of interrupted atomic writes (``.<name>.tmp-...``)."""
+    return sorted(p for p in (workdir / "results").rglob(".*") if ".tmp-" in p.name)
+
+
+def _parquet_digest(path: Path, workdir: Path | None = None) -> dict:
+    table = pq.read_table(path)
+    meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+    raw = meta.pop("facecast", "{}")
+    if workdir is not None:  # absolute paths inside the run's own folder legitimately differ
+        for w in {str(workdir), os.path.realpath(workdir)}:
+            raw = raw.replace(json.dumps(w)[1:-1], "<workdir>")
+    prov = json.loads(raw)
+    plain = table.replace_schema_metadata(None)
+    sink = io.BytesIO()
+    import pyarrow as pa
+
+    with pa.ipc.new_stream(sink, plain.schema) as writer:
+        writer.write_table(plain)
+    return {"schema": str(plain.schema), "rows": plain.num_rows,
+            "data_sha256": hashlib.sha256(sink.getvalue()).hexdigest(),
+            "provenance": prov, "metadata": meta}
+
+
+def _drop_timings(value):
+    """JSON without wall-clock timings (``seconds``, ``*_seconds``, ``elapsed*``)."""
+    if isinstance(value, dict):
+        return {k: _drop_timings(v) for k, v in value.items()
+                if not (k == "seconds" or k.endswith("_seconds") or k.startswith("elapsed"))}
+    if isinstance(value, list):
+        return [_drop_timings(v) for v in value]
+    return value
+
+
+def _image_digest(path: Path) -> str:
+    import numpy as np
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return hashlib.sha256(np.asarray(im.convert("RGBA")).tobytes()).hexdigest()
+
+
+def artifact_digest(workdir: Path) -> dict[str, object]:
+    """Comparable digest of every output of a run (see the module docstring)."""
+    digest: dict[str, object] = {}
+    root = workdir / "results"
+    for rel in result_files(workdir):
+        path = root / rel
+        if path.name.startswith("."):
+            digest[str(rel)] = "hidden file"
+        elif path.suffix == ".parquet":
+            digest[str(rel)] = _parquet_digest(path, workdir)
+        elif path.suffix == ".json":
+            text = path.read_text()
+            for w in {str(workdir), os.path.realpath(workdir)}:
+                text = text.replace(json.dumps(w)[1:-1], "<workdir>")
+            value = _drop_timings(json.loads(text))
+            digest[str(rel)] = value if isinstance(value, dict) else {"value": value}
+        elif path.suffix in TEXT_SUFFIXES:
+            digest[str(rel)] = hashlib.sha256(path.read_bytes()).hexdigest()
+        elif path.suffix in IMAGE_SUFFIXES:
+            digest[str(rel)] = _image_digest(path)
+        else:
+            digest[str(rel)] = "present"
+    return digest
+
+
+def diff_digests(a: dict, b: dict) -> list[str]:
+    """Human-readable differences between two :func:`artifact_digest` results."""
+    lines = [f"only in first: {k}" for k in sorted(set(a) - set(b))]
+    lines += [f"only in second: {k}" for k in sorted(set(b) - set(a))]
+    for k in sorted(set(a) & set(b)):
+        if a[k] == b[k]:
+            continue
+        if isinstance(a[k], dict) and isinstance(b[k], dict):
+            for part in sorted(set(a[k]) | set(b[k])):
+                x, y = a[k].get(part), b[k].get(part)
+                if x == y:
+                    continue
+                if isinstance(x, dict) and isinstance(y, dict):
+                    keys = sorted(kk for kk in set(x) | set(y) if x.get(kk) != y.get(kk))
+                    detail = "; ".join(f"{kk}: {x.get(kk)!r:.80} != {y.get(kk)!r:.80}"
+                                       for kk in keys)
+                    lines.append(f"differs: {k} {part}: {detail}")
+                else:
+                    lines.append(f"differs: {k} {part}: {x!r:.120} != {y!r:.120}")
+        else:
+            lines.append(f"differs: {k}: {a[k]!r:.120} != {b[k]!r:.120}")
+    return lines
