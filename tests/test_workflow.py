@@ -104,7 +104,7 @@ def test_facecast_inspect_on_a_real_artifact(tmp_path: Path) -> None:
                            str(tmp_path / "results/demo/manifest.parquet")],
                           capture_output=True, text=True, check=True)
     out = proc.stdout
-    assert "rows: 48" in out and "config_hash" in out and "image_id: string" in out
+    assert "rows: 48" in out and "config_hash" in out and "image_id: large_string" in out
     assert "facecast.shards" in out and "status:" in out
     bad = subprocess.run([sys.executable, "-m", "facecast.cli", "inspect",
                           str(tmp_path / "nope.parquet")], capture_output=True, text=True)
