@@ -136,13 +136,7 @@ def plot_summary(summary: pd.DataFrame, path: str | os.PathLike, title: str = ""
                  f"{overview.get('identities', 0):,} identities, "
                  f"{overview.get('shards', 0):,} shards".strip(" —"))
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.png")
-    fig.savefig(tmp, dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path
+    return _save_png(fig, path, dpi=100)
 
 
 def dataset_summary(manifest: str | os.PathLike, faces: Sequence[str | os.PathLike],
@@ -236,10 +230,17 @@ def plot_attribute_distributions(attributes: str | os.PathLike, path: str | os.P
         ax.tick_params(labelsize=6)
     fig.suptitle(title or "attribute distributions", fontsize=9)
     fig.tight_layout()
+    return _save_png(fig, path, dpi=90)
+
+
+def _save_png(fig, path: str | os.PathLike, dpi: int) -> Path:
+    """Write ``fig`` to ``path`` atomically (temp name, then rename) and close it."""
+    import matplotlib.pyplot as plt
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.png")
-    fig.savefig(tmp, dpi=90, metadata={"Software": None})
+    fig.savefig(tmp, dpi=dpi, metadata={"Software": None})
     plt.close(fig)
     os.replace(tmp, path)
     return path
