@@ -18,22 +18,31 @@ import argparse
 import time
 
 import numpy as np
+import pandas as pd
 
 from facecast.analysis.mining import MiningConfig, mine_pairs
 from facecast.analysis.simulate import synthetic_embeddings
 
 
-def naive_mining(emb: np.ndarray, ident: np.ndarray, lo: float, hi: float, n_genuine: int,
-                 n_impostor: int, seed: int) -> tuple[int, int, int]:
-    """The per-pair loop CAST's subset tool runs: draw, score, test, keep. Returns counts."""
-    rng = np.random.default_rng(seed)
+def naive_index(ident: np.ndarray) -> dict[int, np.ndarray]:
+    """The naive loop's set-up, once per benchmark: identity -> its images."""
     members: dict[int, np.ndarray] = {}
     order = np.argsort(ident, kind="mergesort")
     starts = np.flatnonzero(np.r_[True, ident[order][1:] != ident[order][:-1]])
     for s, e in zip(starts, np.r_[starts[1:], len(order)], strict=True):
         members[int(ident[order[s]])] = order[s:e]
+    return members
+
+
+def naive_mining(emb: np.ndarray, ident: np.ndarray, members: dict[int, np.ndarray],
+                 lo: float, hi: float, n_genuine: int, n_impostor: int, seed: int,
+                 cap: int = 7) -> tuple[int, int, int]:
+    """The per-pair loop: draw a pair, score it, keep it if in band, new and under the
+    image-use cap (what CAST's subset tool does, plus the band). Returns counts."""
+    rng = np.random.default_rng(seed)
     keys = np.array(list(members))
     seen: set[tuple[int, int]] = set()
+    uses = np.zeros(len(emb), np.int64)
     g = i = tries = 0
     while g < n_genuine:
         tries += 1
@@ -42,8 +51,10 @@ def naive_mining(emb: np.ndarray, ident: np.ndarray, lo: float, hi: float, n_gen
             continue
         a, b = rng.choice(imgs, 2, replace=False)
         s = float(emb[a] @ emb[b])
-        if lo <= s <= hi and (min(a, b), max(a, b)) not in seen:
+        if lo <= s <= hi and (min(a, b), max(a, b)) not in seen and max(uses[a], uses[b]) < cap:
             seen.add((min(a, b), max(a, b)))
+            uses[a] += 1
+            uses[b] += 1
             g += 1
     while i < n_impostor:
         tries += 1
@@ -51,8 +62,10 @@ def naive_mining(emb: np.ndarray, ident: np.ndarray, lo: float, hi: float, n_gen
         if ident[a] == ident[b]:
             continue
         s = float(emb[a] @ emb[b])
-        if lo <= s <= hi and (min(a, b), max(a, b)) not in seen:
+        if lo <= s <= hi and (min(a, b), max(a, b)) not in seen and max(uses[a], uses[b]) < cap:
             seen.add((min(a, b), max(a, b)))
+            uses[a] += 1
+            uses[b] += 1
             i += 1
     return g, i, tries
 
@@ -64,7 +77,7 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=512)
     ap.add_argument("--benchmarks", type=int, default=11)
     ap.add_argument("--subset-fraction", type=float, default=0.2)
-    ap.add_argument("--naive-pairs", type=int, default=400)
+    ap.add_argument("--naive-pairs", type=int, default=2000)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=0,
                     help="torch threads (0 = torch's default); on a shared, oversubscribed "
@@ -99,7 +112,9 @@ def main() -> None:
     names = np.arange(len(emb)).astype(str)
     total_pairs, t_mine = 0, 0.0
     for b, rows in enumerate(subsets):
-        sub_emb, sub_ident, sub_names = emb[rows], ident[rows].astype(str), names[rows]
+        # identities as the pipeline passes them (read dictionary-encoded from Parquet)
+        sub_emb, sub_names = emb[rows], names[rows]
+        sub_ident = pd.Categorical(ident[rows].astype(str))
         t = time.perf_counter()
         res = mine_pairs(sub_emb, sub_ident, sub_names, cfg, seed=[7, b])
         dt = time.perf_counter() - t
@@ -110,17 +125,22 @@ def main() -> None:
               f"(impostor acceptance {r['impostor']['acceptance_rate']:.2%}, "
               f"{r['impostor']['candidates_scored']:,} candidates; genuine "
               f"{r['genuine']['in_band']:,}/{r['genuine']['candidates']:,} in band)")
-    print(f"vectorised: {args.benchmarks} benchmarks, {total_pairs:,} pairs in {t_mine:.1f} s")
+    print(f"vectorised: {args.benchmarks} benchmarks, {total_pairs:,} pairs in {t_mine:.2f} s "
+          f"on {res.report['device']} (goal < 30 s on 2 CPU cores)")
 
     rows = subsets[0]
     half = args.naive_pairs // 2
     t = time.perf_counter()
-    g, i, tries = naive_mining(emb[rows], ident[rows], 0.15, 0.30, half, half, seed=3)
+    members = naive_index(ident[rows])
+    t_setup = time.perf_counter() - t
+    t = time.perf_counter()
+    g, i, tries = naive_mining(emb[rows], ident[rows], members, 0.15, 0.30, half, half, seed=3)
     dt = time.perf_counter() - t
-    naive_total = dt / (g + i) * total_pairs
-    print(f"naive loop: {g + i} pairs from {tries:,} candidates in {dt:.1f} s -> "
+    naive_total = args.benchmarks * t_setup + dt / (g + i) * total_pairs
+    print(f"naive loop: {g + i} pairs from {tries:,} candidates in {dt:.2f} s "
+          f"({dt / (g + i) * 1e3:.3f} ms per pair; set-up {t_setup:.2f} s per benchmark) -> "
           f"{naive_total:.0f} s for {total_pairs:,} pairs (extrapolated)")
-    print(f"speed-up: {naive_total / t_mine:.0f}x")
+    print(f"speed-up: {naive_total / t_mine:.0f}x (goal >= 100x)")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """Rule mine_pairs: C11 hard-pair mining of one benchmark, with CAST/LFW exports."""
 
 from facecast.analysis.stage import benchmark_mining_config, mine_benchmark
+from facecast.shard_index import shard_files
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
     cfg = benchmark_mining_config(snakemake.params.mining, snakemake.params.bench_cfg)
     cfg.extra["reference_model"] = snakemake.params.reference_model
-    mine_benchmark(snakemake.input.subset, snakemake.input.embeddings, snakemake.input.manifest,
-                   snakemake.params.out_dir, bench=ctx.wildcards["bench"], cfg=cfg,
-                   seed=snakemake.params.seed, provenance=ctx.provenance)
+    mine_benchmark(snakemake.input.subset, shard_files(snakemake.input.embeddings),
+                   snakemake.input.manifest, snakemake.params.out_dir,
+                   bench=ctx.wildcards["bench"], cfg=cfg, seed=snakemake.params.seed,
+                   provenance=ctx.provenance)

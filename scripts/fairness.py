@@ -4,6 +4,7 @@ from pathlib import Path
 
 from facecast.datasets import dataset_root
 from facecast.fairness.stage import run_fairness
+from facecast.shard_index import shard_files
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
@@ -18,7 +19,7 @@ with script_context(snakemake) as ctx:
         seed=int(snakemake.params.seed),
         provenance=ctx.provenance,
         reuse_thresholds=snakemake.input.get("thresholds"),
-        faces_paths=list(snakemake.input.get("faces", [])),
+        faces_paths=shard_files(snakemake.input.faces) if snakemake.input.get("faces") else [],
         manifest_path=snakemake.input.manifest,
         dataset_root=dataset_root(ctx.dataset(), f"results/{ds}/dataset"),
     )

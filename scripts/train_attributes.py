@@ -2,11 +2,12 @@
 
 from facecast.attributes.stage import resolve_device
 from facecast.attributes.trainer import train_attribute_model
+from facecast.shard_index import shard_files
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
     train_attribute_model(
-        snakemake.input.manifest, list(snakemake.input.faces), snakemake.output.checkpoint,
+        snakemake.input.manifest, shard_files(snakemake.input.faces), snakemake.output.checkpoint,
         snakemake.output.evaluation, snakemake.output.report, snakemake.params.cfg,
         seed=int(snakemake.params.cfg.get("seed") or ctx.config["seed"]),
         device=resolve_device(snakemake.params.device), provenance=ctx.provenance)

@@ -105,3 +105,13 @@ def copy_workdir(src: Path, dst: Path) -> Path:
     """Copy a finished workdir (timestamps kept, so nothing looks out of date)."""
     shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
     return dst
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run the SLURM test last.
+
+    Once Debian's slurm-client is installed and its daemons are stopped again, every
+    Snakemake start pays a 10 s `scontrol show config` timeout (the SLURM executor plugin
+    runs it when Snakemake loads its plugins), so the tests that start Snakemake go first.
+    """
+    items.sort(key=lambda item: "slurm_cluster" in getattr(item, "fixturenames", ()))

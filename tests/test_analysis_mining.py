@@ -193,3 +193,90 @@ def test_lfw_pairs_export_reads_back_with_lfw_names(tmp_path):
     back = read_lfw_pairs(tmp_path / "pairs.txt")
     assert back[["image_a", "image_b", "label"]].values.tolist() == \
         pairs[["image_a", "image_b", "label"]].values.tolist()
+
+
+def test_genuine_sampling_visits_only_the_identities_it_needs(pool):
+    emb, ident, ids = pool          # 600 identities x 8 images: 16,800 within-identity pairs
+    base = dict(band=(0.0, 1.0), n_folds=2, n_genuine=20, n_impostor=0, val_fold=False,
+                genuine_chunk_rows=256)
+    lazy = mine_pairs(emb, ident, ids, MiningConfig(**base, genuine_oversample=2), seed=3)
+    full = mine_pairs(emb, ident, ids, MiningConfig(**base, genuine_oversample=0), seed=3)
+    g_lazy, g_full = lazy.report["genuine"], full.report["genuine"]
+    assert g_full["identities_visited"] == 600 and g_full["candidates"] == 600 * 28
+    # 2 x 40 needed pairs: one chunk of 32 identities (896 pairs) is plenty
+    assert g_lazy["identities_visited"] == 32 and g_lazy["candidates"] == 32 * 28
+    for res in (lazy, full):
+        assert (res.pairs.label == 1).sum() == 40
+        _check(res.pairs, emb, ids, 0.0, 1.0)
+    # the picks still spread over many identities (not 40 pairs of a few people)
+    assert lazy.pairs.identity_a.nunique() >= 20
+
+
+def test_impostor_blocks_visit_every_slice_pair_once():
+    from facecast.analysis.mining import _impostor_blocks
+
+    for n in (1, 2, 5, 64):
+        blocks = list(_impostor_blocks(n, np.random.default_rng(n)))
+        assert len(blocks) == len(set(blocks)) == n * (n + 1) // 2
+        assert all(0 <= i <= j < n for i, j in blocks)
+        assert blocks != sorted(blocks) or n == 1
+
+
+def test_impostor_picks_spread_over_the_pool_like_uniform_sampling(pool):
+    emb, ident, ids = pool
+    cfg = MiningConfig(band=(0.15, 0.30), n_folds=2, n_genuine=0, n_impostor=100,
+                       val_fold=False)
+    p = mine_pairs(emb, ident, ids, cfg, seed=9).pairs
+    _check(p, emb, ids, 0.15, 0.30)
+    images = pd.concat([p.image_a, p.image_b])
+    assert images.nunique() >= 0.9 * len(images)      # almost every image used once
+
+
+def test_band_edges_are_decided_on_exact_scores():
+    import torch
+
+    from facecast.analysis.mining import EDGE, exact_scores, settle_band
+
+    emb = torch.zeros(4, 3, dtype=torch.float64)
+    emb[:, 0] = 1.0
+    lo, hi = 0.15, 0.30
+    # rows 1 and 2 at cosines a hair outside and inside the lower edge with row 0
+    for row, cos in ((1, lo - 2e-8), (2, lo + 2e-8), (3, 0.2)):
+        emb[row, 0] = cos
+        emb[row, 1] = (1 - cos ** 2) ** 0.5
+    a, b = np.array([0, 0, 0]), np.array([1, 2, 3])
+    exact = exact_scores(emb, a, b)
+    # float32 products that rounded the wrong way (as another device might)
+    rounded = np.array([lo + EDGE / 2, lo - EDGE / 2, 0.2], np.float32)
+    keep = settle_band(emb, a, b, rounded, lo, hi)
+    assert exact[0] < lo <= exact[1]
+    assert keep.tolist() == [False, True, True]
+
+
+def test_large_subsets_are_sampled_by_whole_identities(pool, tmp_path):
+    from facecast.analysis.mining import pool_sample
+
+    emb, ident, ids = pool                                  # 600 identities x 8 images
+    keep = pool_sample(ident, 100, np.random.default_rng(0))
+    kept = pd.Series(ident[keep]).value_counts()
+    assert 100 <= keep.sum() < 108 and (kept == 8).all()     # whole identities, ~100 images
+    assert pool_sample(ident, 0, np.random.default_rng(0)).all()
+    assert pool_sample(ident, 4800, np.random.default_rng(0)).all()
+    # the stage reads only the sampled identities' embeddings and says so
+    write_parquet(pa.table({"image_id": ids, "status": ["ok"] * len(ids),
+                            "embedding": pa.FixedSizeListArray.from_arrays(
+                                pa.array(emb.reshape(-1), pa.float32()), emb.shape[1])}),
+                  tmp_path / "emb.parquet")
+    write_parquet(pd.DataFrame({"image_id": ids, "identity": ident}), tmp_path / "subset.parquet")
+    write_parquet(pd.DataFrame({"image_id": ids, "path": ids, "identity": ident}),
+                  tmp_path / "manifest.parquet")
+    cfg = MiningConfig(band=(-1.0, 1.0), n_folds=2, n_genuine=10, n_impostor=10,
+                       val_fold=False, max_pool_images=400)
+    rep = mine_benchmark(tmp_path / "subset.parquet", [tmp_path / "emb.parquet"],
+                         tmp_path / "manifest.parquet", tmp_path / "out", bench="b", cfg=cfg,
+                         seed=1)
+    assert 400 <= rep["n_pool_sampled"] < 408 and rep["pool"]["n_images"] == rep["n_pool_sampled"]
+    pairs = pd.read_parquet(tmp_path / "out/pairs.parquet")
+    assert len(pairs) == 40
+    lines = (tmp_path / "out/0.list").read_text().splitlines()
+    assert len(lines) == 20 and lines[0].split()[0] in set(ids)

@@ -34,8 +34,9 @@ def test_imports_join_their_protocol_and_datasets_filter():
 def test_rule_inputs():
     cfg = {"fairness": {"hard_pairs_source": "faces",
                         "thresholds": {"from_protocol": "dev"}}}
-    got = targets.rule_inputs(cfg, "demo", "lbp", "test",
-                              lambda pattern, ds: [pattern.format(ds=ds, shard="00000")])
-    assert got["faces"] == ["results/demo/faces/00000.parquet"]
+    got = targets.rule_inputs(cfg, "demo", "lbp", "test")
+    assert got["faces"] == "results/demo/index/faces.parquet"
     assert got["thresholds"] == "results/demo/fairness/lbp/dev/thresholds.parquet"
-    assert "thresholds" not in targets.rule_inputs(cfg, "demo", "lbp", "dev", lambda p, d: [])
+    assert "thresholds" not in targets.rule_inputs(cfg, "demo", "lbp", "dev")
+    cfg["fairness"]["hard_pairs_source"] = "dataset"
+    assert "faces" not in targets.rule_inputs(cfg, "demo", "lbp", "dev")

@@ -16,6 +16,9 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
+from facecast.atomic import write_text
+from facecast.figures import pyplot, save_figure
+
 SUMMARY_COLUMNS = ["table", "name", "count", "fraction"]
 
 
@@ -103,20 +106,12 @@ def summarize_dataset(manifest: str | os.PathLike,
 
 def write_summary(summary: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Write the summary as a tab-separated table (atomically: temp name, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    summary.to_csv(tmp, sep="\t", index=False)
-    os.replace(tmp, path)
-    return path
+    return write_text(path, summary.to_csv(sep="\t", index=False))
 
 
 def plot_summary(summary: pd.DataFrame, path: str | os.PathLike, title: str = "") -> Path:
     """Draw the summary (statuses, splits, images per identity) to a PNG, deterministically."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     panels = [("manifest_status", "manifest status"), ("faces_status", "detection status"),
               ("split", "split"), ("images_per_identity", "identities by image count")]
@@ -136,7 +131,7 @@ def plot_summary(summary: pd.DataFrame, path: str | os.PathLike, title: str = ""
                  f"{overview.get('identities', 0):,} identities, "
                  f"{overview.get('shards', 0):,} shards".strip(" —"))
     fig.tight_layout()
-    return _save_png(fig, path, dpi=100)
+    return save_figure(fig, path, dpi=100)[0]
 
 
 def dataset_summary(manifest: str | os.PathLike, faces: Sequence[str | os.PathLike],
@@ -208,10 +203,7 @@ def plot_attribute_distributions(attributes: str | os.PathLike, path: str | os.P
     """One small histogram per attribute column of ``attributes.parquet`` in a PNG grid."""
     import math
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     hists = attribute_histograms(attributes, bins=bins)
     n = max(1, len(hists))
@@ -230,17 +222,4 @@ def plot_attribute_distributions(attributes: str | os.PathLike, path: str | os.P
         ax.tick_params(labelsize=6)
     fig.suptitle(title or "attribute distributions", fontsize=9)
     fig.tight_layout()
-    return _save_png(fig, path, dpi=90)
-
-
-def _save_png(fig, path: str | os.PathLike, dpi: int) -> Path:
-    """Write ``fig`` to ``path`` atomically (temp name, then rename) and close it."""
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.png")
-    fig.savefig(tmp, dpi=dpi, metadata={"Software": None})
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path
+    return save_figure(fig, path, dpi=90)[0]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from facecast import __version__
+from facecast.atomic import atomic_path, temp_path
 
 PROVENANCE_KEY = b"facecast"
 
@@ -64,10 +64,6 @@ def _with_metadata(table: pa.Table, provenance: Mapping[str, Any] | None,
     return table.replace_schema_metadata(meta)
 
 
-def _temp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-
-
 def write_parquet(
     data: pd.DataFrame | pa.Table,
     path: str | os.PathLike,
@@ -83,15 +79,9 @@ def write_parquet(
     facts later stages read from the footer without scanning rows, e.g. shard lists).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     table = _with_metadata(to_arrow(data, schema), provenance, metadata)
-    tmp = _temp_path(path)
-    try:
+    with atomic_path(path) as tmp:
         pq.write_table(table, tmp, row_group_size=row_group_size, compression="zstd")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return path
 
 
@@ -108,7 +98,7 @@ class ParquetStreamWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.schema = _with_metadata(schema.empty_table(), provenance, metadata).schema
-        self._tmp = _temp_path(self.path)
+        self._tmp = temp_path(self.path)
         self._writer = pq.ParquetWriter(self._tmp, self.schema, compression="zstd")
 
     def write(self, data: pd.DataFrame | pa.Table | pa.RecordBatch) -> None:

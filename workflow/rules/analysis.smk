@@ -8,7 +8,20 @@ rule correlations:
     input:
         attributes="results/{ds}/attributes.parquet",
     output:
-        eval_targets.correlation_files(config),
+        [
+            (
+                report(
+                    path,
+                    caption=f"../report/{eval_targets.CORRELATION_REPORT[kind][0]}.rst",
+                    category="Correlations",
+                    subcategory="{ds}",
+                    labels={"method": method, "figure": eval_targets.CORRELATION_REPORT[kind][1]},
+                )
+                if kind in eval_targets.CORRELATION_REPORT
+                else path
+            )
+            for method, kind, path in eval_targets.correlation_items(config)
+        ],
     params:
         cfg=config["correlations"],
         out_dir=lambda wc: f"results/{wc.ds}/correlations",
@@ -50,16 +63,24 @@ rule mine_pairs:
     input:
         subset="results/{ds}/benchmarks/{bench}/subset.parquet",
         manifest="results/{ds}/manifest.parquet",
-        embeddings=lambda wc: per_shard("results/{ds}/embed/{model}/{shard}.parquet", wc.ds,
-                                        model=eval_targets.reference_model(config)),
+        embeddings=lambda wc: EMBED_INDEX.format(ds=wc.ds,
+                                                 model=eval_targets.reference_model(config)),
     output:
         pairs="results/{ds}/benchmarks/{bench}/pairs.parquet",
-        report=report(
-            "results/{ds}/benchmarks/{bench}/mining_report.json",
+        report="results/{ds}/benchmarks/{bench}/mining_report.json",
+        stats=report(
+            "results/{ds}/benchmarks/{bench}/pair_stats.tsv",
             caption="../report/benchmark_pairs.rst",
             category="Benchmarks",
             subcategory="{ds}",
-            labels={"benchmark": "{bench}", "file": "mining report"},
+            labels={"benchmark": "{bench}", "file": "pairs per fold"},
+        ),
+        scores_png=report(
+            "results/{ds}/benchmarks/{bench}/pair_scores.png",
+            caption="../report/benchmark_pairs.rst",
+            category="Benchmarks",
+            subcategory="{ds}",
+            labels={"benchmark": "{bench}", "file": "reference scores"},
         ),
         pairs_txt="results/{ds}/benchmarks/{bench}/pairs.txt",
         lists=expand("results/{{ds}}/benchmarks/{{bench}}/{fold}.list",

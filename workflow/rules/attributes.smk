@@ -3,7 +3,6 @@
 # results/{ds}/attributes.parquet; optional trainer of a multi-label attribute head.
 # Logic: facecast.attributes; file lists: facecast.attributes.targets.
 import facecast.attributes.targets as attr_targets
-from facecast.attributes.stage import active_scorers
 
 
 rule attributes_score:
@@ -37,7 +36,7 @@ rule attributes_merge:
     output:
         "results/{ds}/attributes.parquet",
     params:
-        scorers=active_scorers(config["attributes"]),
+        scorers=attr_targets.active_scorers(config["attributes"]),
     log:
         "results/{ds}/logs/attributes_merge.log",
     benchmark:
@@ -51,7 +50,7 @@ rule attributes_merge:
 rule attribute_model:
     input:
         manifest="results/{ds}/manifest.parquet",
-        faces=lambda wc: per_shard("results/{ds}/faces/{shard}.parquet", wc.ds),
+        faces=FACES_INDEX,
     output:
         checkpoint="results/{ds}/attribute_model/checkpoint.pt",
         evaluation="results/{ds}/attribute_model/evaluation.parquet",

@@ -2,6 +2,7 @@
 import re
 
 from facecast.manifest import read_shard_ids
+from facecast.shard_index import EMBED_INDEX, FACES_INDEX
 
 DATASETS = list(config["datasets"])
 
@@ -13,6 +14,13 @@ wildcard_constraints:
 
 # Each stage file appends callables ds -> list[str] of the outputs `rule all` builds.
 DEFAULT_TARGETS = []
+
+
+# Shard indexes (facecast.shard_index: FACES_INDEX, EMBED_INDEX) stand for every shard of
+# a stage. Gathering shard footers is cheap: on a cluster the indexes run on the submit host.
+localrules:
+    faces_index,
+    embed_index,
 
 
 def dataset_cfg(ds):

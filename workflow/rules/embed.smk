@@ -14,7 +14,7 @@ wildcard_constraints:
 rule embed_fit:
     input:
         manifest="results/{ds}/manifest.parquet",
-        faces=lambda wc: per_shard("results/{ds}/faces/{shard}.parquet", wc.ds),
+        faces=FACES_INDEX,
     output:
         fit="results/{ds}/embed/{model}/fit.npz",
     params:
@@ -52,7 +52,18 @@ rule embed:
         "../../scripts/embed.py"
 
 
-DEFAULT_TARGETS.append(
-    lambda ds: [t for m in EMBED_MODELS
-                for t in per_shard("results/{ds}/embed/{model}/{shard}.parquet", ds, model=m)]
-)
+rule embed_index:
+    input:
+        shards=lambda wc: per_shard("results/{ds}/embed/{model}/{shard}.parquet", wc.ds,
+                                    model=wc.model),
+    output:
+        index=EMBED_INDEX,
+    log:
+        "results/{ds}/logs/embed/{model}/index.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/shard_index.py"
+
+
+DEFAULT_TARGETS.append(lambda ds: [EMBED_INDEX.format(ds=ds, model=m) for m in EMBED_MODELS])

@@ -25,8 +25,7 @@ rule import_protocol:
 rule evaluate_benchmark:
     input:
         protocol=lambda wc: eval_targets.protocol_path(config, wc.ds, wc.bench),
-        embeddings=lambda wc: per_shard("results/{ds}/embed/{model}/{shard}.parquet", wc.ds,
-                                        model=wc.model),
+        embeddings=EMBED_INDEX,
     output:
         scores="results/{ds}/eval/{model}/{bench}.parquet",
         metrics="results/{ds}/eval/{model}/{bench}/metrics.parquet",

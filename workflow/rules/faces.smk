@@ -28,4 +28,19 @@ rule faces:
         "../../scripts/faces.py"
 
 
-DEFAULT_TARGETS.append(lambda ds: per_shard("results/{ds}/faces/{shard}.parquet", ds))
+# The faces index stands for every shard: stages that read all shards take it as input
+# (one DAG edge instead of one per shard; see facecast.shard_index).
+rule faces_index:
+    input:
+        shards=lambda wc: per_shard("results/{ds}/faces/{shard}.parquet", wc.ds),
+    output:
+        index=FACES_INDEX,
+    log:
+        "results/{ds}/logs/faces/index.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/shard_index.py"
+
+
+DEFAULT_TARGETS.append(lambda ds: [FACES_INDEX.format(ds=ds)])

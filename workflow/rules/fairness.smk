@@ -39,8 +39,7 @@ rule fairness_import:
 rule fairness:
     input:
         unpack(
-            lambda wc: fairness_targets.rule_inputs(
-                config, wc.ds, wc.model, wc.protocol, per_shard)
+            lambda wc: fairness_targets.rule_inputs(config, wc.ds, wc.model, wc.protocol)
         ),
     output:
         [f"{FAIRNESS_DIR}/{name}" for name in FAIRNESS_FILES],

@@ -1,24 +1,15 @@
 # Report: `snakemake --report report.html` after a run collects every output wrapped in
 # report(...) (captions and categories under workflow/report/). This file adds the
-# dataset summary (category "Dataset") and the report's front page. The summary reads
-# the faces shards too when some rule produces them (the faces stage is optional here).
+# dataset summary (category "Dataset") and the report's front page.
 
 
 report: "../report/workflow.rst"
 
 
-FACES_PATTERN = "results/{ds}/faces/{shard}.parquet"
-
-
 rule dataset_summary:
     input:
         manifest="results/{ds}/manifest.parquet",
-        faces=lambda wc: (
-            per_shard(FACES_PATTERN, wc.ds)
-            if any(r.is_producer(FACES_PATTERN.format(ds=wc.ds, shard="00000"))
-                   for r in workflow.rules)
-            else []
-        ),
+        faces=FACES_INDEX,
     output:
         table=report(
             "results/{ds}/report/dataset_summary.tsv",
@@ -68,10 +59,4 @@ rule attribute_distributions:
         "../../scripts/attribute_distributions.py"
 
 
-DEFAULT_TARGETS.append(
-    lambda ds: (
-        [f"results/{ds}/report/attribute_distributions.png"]
-        if any(r.is_producer(f"results/{ds}/attributes.parquet") for r in workflow.rules)
-        else []
-    )
-)
+DEFAULT_TARGETS.append(lambda ds: [f"results/{ds}/report/attribute_distributions.png"])

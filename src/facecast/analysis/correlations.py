@@ -32,6 +32,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from facecast.atomic import write_text
+from facecast.figures import pyplot, save_figure
 from facecast.parquet_io import write_parquet
 
 log = logging.getLogger(__name__)
@@ -203,11 +205,7 @@ def cluster_order(r: np.ndarray) -> np.ndarray:
 def plot_heatmap(r: np.ndarray, names: Sequence[str], paths: Iterable[str | os.PathLike],
                  title: str) -> None:
     """Draw ``r`` (already ordered) as a diverging heatmap and save it to each path."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     p = len(names)
     size = max(6.0, 0.28 * p + 2.5)
     fig, ax = plt.subplots(figsize=(size, size * 0.9))
@@ -218,11 +216,7 @@ def plot_heatmap(r: np.ndarray, names: Sequence[str], paths: Iterable[str | os.P
     ax.set_title(title)
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="r")
     fig.tight_layout()
-    for path in paths:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120, metadata={"Date": None} if str(path).endswith(".svg")
-                    else None)
-    plt.close(fig)
+    save_figure(fig, paths, dpi=120)
 
 
 def markdown_table(df: pd.DataFrame, floatfmt: str = ".3f") -> str:
@@ -287,9 +281,10 @@ def write_correlations(attributes_path: str | os.PathLike, out_dir: str | os.Pat
         filtered = ranked_pairs(r, n, cols, min_abs_r)
         write_parquet(pairs, out["pairs"], provenance=prov)
         write_parquet(filtered, out["filtered"], provenance=prov)
-        pairs.to_csv(out["pairs_tsv"], sep="\t", index=False, float_format="%.6f")
-        filtered.to_csv(out["filtered_tsv"], sep="\t", index=False, float_format="%.6f")
-        out["filtered_md"].write_text(
+        write_text(out["pairs_tsv"], pairs.to_csv(sep="\t", index=False, float_format="%.6f"))
+        write_text(out["filtered_tsv"],
+                   filtered.to_csv(sep="\t", index=False, float_format="%.6f"))
+        write_text(out["filtered_md"],
             f"# {method.capitalize()} correlations with |r| >= {min_abs_r:g}\n\n"
             f"{len(filtered)} of {len(pairs)} attribute pairs; most negative first.\n\n"
             + markdown_table(filtered))

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from facecast.atomic import write_text
+
 log = logging.getLogger(__name__)
 
 _LFW_NAME = re.compile(r"^(?:.*/)?(?P<name>[^/]+)/(?P=name)_(?P<num>\d{4})\.[A-Za-z]+$")
@@ -43,9 +45,7 @@ def write_cast_lists(pairs: pd.DataFrame, paths: Mapping[str, str], out_dir: str
         sub = pd.concat([sub[sub["label"] == 1], sub[sub["label"] == 0]])
         lines = [f"{paths[a]} {paths[b]} {int(lab)}\n"
                  for a, b, lab in zip(sub["image_a"], sub["image_b"], sub["label"], strict=True)]
-        p = out_dir / f"{f}.list"
-        p.write_text("".join(lines))
-        written.append(p)
+        written.append(write_text(out_dir / f"{f}.list", "".join(lines)))
     return written
 
 
@@ -80,5 +80,5 @@ def write_lfw_pairs(pairs: pd.DataFrame, numbers: Mapping[str, int], path: str |
         lines += [f"{ia}\t{numbers[a]}\t{ib}\t{numbers[b]}\n"
                   for a, b, ia, ib in zip(imp["image_a"], imp["image_b"], imp["identity_a"],
                                           imp["identity_b"], strict=True)]
-    Path(path).write_text("".join(lines))
+    write_text(path, "".join(lines))
     return n

@@ -28,7 +28,6 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,6 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from scipy.stats import rankdata
 
+from facecast.atomic import write_text
 from facecast.parquet_io import write_parquet
 
 KEY_COLUMNS = ["image_id", "identity", "split"]
@@ -184,6 +184,5 @@ def build_subset(attributes_path: str | os.PathLike, filters: Sequence[Attribute
     report["n_identities"] = int(n_ids)
     write_parquet(subset, subset_path, provenance=prov,
                   metadata={"facecast.subset_report": json.dumps(report)})
-    Path(description_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(description_path).write_text(describe_filters(filters))
+    write_text(description_path, describe_filters(filters))
     return report

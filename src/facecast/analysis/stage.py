@@ -2,12 +2,20 @@
 
 :func:`mine_benchmark` reads a benchmark subset and the reference model's embeddings, mines
 the pairs (:func:`facecast.analysis.mining.mine_pairs`) and writes ``pairs.parquet``,
-``mining_report.json``, the CAST ``.list`` files and ``pairs.txt``. Subset images without
+``mining_report.json``, the per-fold ``pair_stats.tsv`` and ``pair_scores.png`` (for the
+report), the CAST ``.list`` files and ``pairs.txt``. The report holds no wall-clock
+figures, so reruns give identical files; the mining time goes to the job's log. Subset images without
 a reference embedding (status not ``ok`` in the embed shards) cannot be scored; they are
 counted in the report (``n_without_embedding``) and left out of the pool.
 
 Seeds: the benchmark's generator is seeded with ``[config seed, crc32(benchmark name)]``, so
 benchmarks differ from each other and each is reproducible on its own.
+
+Memory: a subset larger than ``mining.max_pool_images`` (the ``random`` benchmark of a
+WebFace-scale dataset is tens of millions of images) is sampled by whole identities
+before any embedding is read (:func:`facecast.analysis.mining.pool_sample`); the
+embeddings are read shard by shard, keeping only the pool's rows, and the manifest only
+for the identities of the mined pairs.
 """
 
 from __future__ import annotations
@@ -15,15 +23,19 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from facecast.analysis.exports import image_numbers, write_cast_lists, write_lfw_pairs
-from facecast.analysis.mining import MiningConfig, MiningShortfall, mine_pairs
+from facecast.analysis.mining import MiningConfig, MiningShortfall, mine_pairs, pool_sample
+from facecast.analysis.pair_stats import pair_statistics, plot_pair_scores
+from facecast.atomic import write_text
 from facecast.evaluate.scoring import load_embeddings
 from facecast.parquet_io import read_parquet, write_parquet
 
@@ -31,7 +43,7 @@ log = logging.getLogger(__name__)
 
 # Mining keys a benchmark may override (fold layout stays global: it names the rule outputs)
 PER_BENCHMARK_MINING_KEYS = ("band", "band_mode", "n_genuine", "n_impostor", "max_image_uses",
-                             "on_shortfall", "max_candidates")
+                             "on_shortfall", "max_candidates", "genuine_oversample")
 
 
 def benchmark_seed(seed: int, bench: str) -> list[int]:
@@ -57,13 +69,20 @@ def mine_benchmark(subset_path: str | os.PathLike, embed_paths: Iterable[str | o
     """Mine benchmark ``bench`` into ``out_dir``; return the mining report."""
     out_dir = Path(out_dir)
     subset = read_parquet(subset_path, columns=["image_id", "identity"])
-    ids, emb = load_embeddings(embed_paths, subset["image_id"].astype(str))
+    pool = pool_sample(subset["identity"], cfg.max_pool_images,
+                       np.random.default_rng([*benchmark_seed(seed, bench), 1]))
+    if not pool.all():
+        log.info("%s: subset of %d images sampled to %d images of %d identities "
+                 "(mining.max_pool_images)", bench, len(subset), int(pool.sum()),
+                 subset["identity"][pool].nunique())
+    ids, emb = load_embeddings(embed_paths, subset["image_id"][pool].astype(str))
     order = np.argsort(ids, kind="mergesort")            # pool order independent of shards
     ids, emb = ids[order], emb[order]
     ident = subset.set_index("image_id")["identity"].astype(str)
-    identity = ident.reindex(ids).to_numpy()
-    n_missing = len(subset) - len(ids)
+    identity = pd.Categorical(ident.reindex(ids))
+    n_missing = int(pool.sum()) - len(ids)
     log.info("%s: subset %d images, %d with a reference embedding", bench, len(subset), len(ids))
+    t0 = time.perf_counter()
     try:
         result = mine_pairs(emb, identity, ids, cfg, benchmark_seed(seed, bench))
     except MiningShortfall as exc:
@@ -71,19 +90,28 @@ def mine_benchmark(subset_path: str | os.PathLike, embed_paths: Iterable[str | o
         log.error("mining report:\n%s", json.dumps(exc.report, indent=1, default=str))
         raise
     report = {"benchmark": bench, "n_subset": int(len(subset)),
+              "n_pool_sampled": int(pool.sum()) if not pool.all() else None,
               "n_without_embedding": int(n_missing), **result.report}
     prov = dict(provenance or {})
     prov.update({"stage": "mining", "benchmark": bench, "band": report["band"],
                  "shortfall": report["shortfall"],
                  "reference_model": cfg.extra.get("reference_model", "")})
     write_parquet(result.pairs, out_dir / "pairs.parquet", provenance=prov)
-    (out_dir / "mining_report.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
-    manifest = read_parquet(manifest_path, columns=["image_id", "path", "identity"])
+    write_text(out_dir / "mining_report.json", json.dumps(report, indent=1, default=str) + "\n")
+    stats = pair_statistics(result.pairs, cfg.fold_names)
+    write_text(out_dir / "pair_stats.tsv", stats.to_csv(sep="\t", index=False,
+                                                        float_format="%.4f"))
+    plot_pair_scores(result.pairs, report["band"], out_dir / "pair_scores.png",
+                     f"{bench}: mined pairs (band dashed)")
+    # only the rows of the pairs' identities (LFW numbers count within an identity)
+    identities = sorted(set(result.pairs["identity_a"]) | set(result.pairs["identity_b"]))
+    manifest = read_parquet(manifest_path, columns=["image_id", "path", "identity"],
+                            filters=[("identity", "in", identities)] if identities else None)
     paths = dict(zip(manifest["image_id"], manifest["path"], strict=True))
     write_cast_lists(result.pairs, paths, out_dir, cfg.fold_names)
     write_lfw_pairs(result.pairs, image_numbers(manifest), out_dir / "pairs.txt",
                     [f for f in cfg.fold_names if f != "val"])
-    log.info("%s: %d genuine + %d impostor pairs in band %s%s", bench,
+    log.info("%s: %d genuine + %d impostor pairs in band %s%s, mined in %.2f s", bench,
              report["genuine"]["selected"], report["impostor"]["selected"], report["band"],
-             " (SHORTFALL)" if report["shortfall"] else "")
+             " (SHORTFALL)" if report["shortfall"] else "", time.perf_counter() - t0)
     return report

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 import torchvision
 
+from facecast.atomic import atomic_path
 from facecast.attributes.age_gender import ModelFilesMissing
 from facecast.attributes.align import dlib_chip_template, warp_batch
 
@@ -174,9 +175,8 @@ def save_head_checkpoint(model: torch.nn.Module, labels: list[str], path: str | 
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "extra": dict(extra or {}),
     }
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    torch.save(ckpt, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save(ckpt, tmp)
     return path
 
 

@@ -21,7 +21,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from facecast.attributes import SCORERS
 from facecast.attributes.align import ARCFACE_TEMPLATE_112, landmarks_in_arcface_crop
 from facecast.attributes.inputs import FaceBatch, iter_faces
 from facecast.parquet_io import write_parquet
@@ -38,20 +37,6 @@ def resolve_device(device: str) -> str:
 
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device
-
-
-def active_scorers(cfg: Mapping[str, Any]) -> list[str]:
-    """Scorers that run for config section ``attributes`` (pyiqa joins when metrics are set)."""
-    names = list(cfg.get("scorers", ["native", "age_gender"]))
-    unknown = [s for s in names if s not in SCORERS]
-    if unknown:
-        raise ValueError(f"attributes.scorers: unknown scorers {unknown}; known: {list(SCORERS)}")
-    metrics = list(cfg.get("pyiqa", {}).get("metrics", []))
-    if metrics and "pyiqa" not in names:
-        names.append("pyiqa")
-    if "pyiqa" in names and not metrics:
-        raise ValueError("attributes.scorers lists pyiqa but attributes.pyiqa.metrics is empty")
-    return names
 
 
 def crop_landmarks(batch: FaceBatch, crop_size: int = 112) -> np.ndarray:

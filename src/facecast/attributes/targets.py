@@ -1,13 +1,32 @@
-"""File lists for workflow/rules/attributes.smk (kept here so the .smk holds only rules)."""
+"""File lists for workflow/rules/attributes.smk (kept here so the .smk holds only rules).
+
+Imported when the Snakefile is parsed (by every Snakemake process, cluster jobs too), so
+it stays free of torch and the scorer modules.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from facecast.attributes.stage import active_scorers
+from facecast.attributes import SCORERS
+from facecast.shard_index import FACES_INDEX
 
-SCORER_REGEX = "native|pyiqa|age_gender|fairface|celeba40"
+SCORER_REGEX = "|".join(SCORERS)
+
+
+def active_scorers(cfg: Mapping[str, Any]) -> list[str]:
+    """Scorers that run for config section ``attributes`` (pyiqa joins when metrics are set)."""
+    names = list(cfg.get("scorers", ["native", "age_gender"]))
+    unknown = [s for s in names if s not in SCORERS]
+    if unknown:
+        raise ValueError(f"attributes.scorers: unknown scorers {unknown}; known: {list(SCORERS)}")
+    metrics = list(cfg.get("pyiqa", {}).get("metrics", []))
+    if metrics and "pyiqa" not in names:
+        names.append("pyiqa")
+    if "pyiqa" in names and not metrics:
+        raise ValueError("attributes.scorers lists pyiqa but attributes.pyiqa.metrics is empty")
+    return names
 
 
 def _cfg(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -43,9 +62,9 @@ def score_inputs(config: Mapping[str, Any], ds: str, scorer: str, shard: str) ->
 
 def merge_inputs(config: Mapping[str, Any], ds: str,
                  per_shard: Callable[..., list[str]]) -> dict[str, Any]:
-    """Inputs of attributes_merge: manifest, faces shards, every active scorer's shards."""
+    """Inputs of attributes_merge: manifest, faces index, every active scorer's shards."""
     out: dict[str, Any] = {"manifest": f"results/{ds}/manifest.parquet",
-                           "faces": per_shard("results/{ds}/faces/{shard}.parquet", ds)}
+                           "faces": FACES_INDEX.format(ds=ds)}
     for scorer in active_scorers(_cfg(config)):
         out[scorer] = per_shard(f"results/{{ds}}/attributes/{scorer}/{{shard}}.parquet", ds)
     return out

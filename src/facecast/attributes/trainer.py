@@ -14,7 +14,6 @@ import logging
 import math
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from facecast.atomic import write_text
 from facecast.attributes.heads import (
     IMAGENET_MEAN,
     IMAGENET_STD,
@@ -245,7 +245,7 @@ def train_attribute_model(manifest: str | os.PathLike, faces_files: Sequence[str
                                      "pretrained": pretrained}
     write_parquet(table, evaluation, provenance=prov,
                   metadata={"facecast.mean_f1": f"{table['f1'].mean():.6f}"})
-    Path(report).write_text(evaluation_markdown(table, note))
+    write_text(report, evaluation_markdown(table, note))
     log.info("mean per-attribute F1 %.4f", table["f1"].mean())
     return table
 

@@ -72,7 +72,6 @@ from __future__ import annotations
 import io
 import math
 import multiprocessing as mp
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -84,6 +83,7 @@ from PIL import Image
 from scipy.ndimage import gaussian_filter
 from tqdm import tqdm
 
+from facecast.atomic import atomic_path
 from facecast.parquet_io import write_parquet
 
 __all__ = [
@@ -914,9 +914,8 @@ def _identity_rows(job: tuple[int, int, int, int, str]) -> list[dict[str, Any]]:
         img = render_image(traits, cov, size, rng)
         data = _encode_jpeg(img, cov.jpeg_quality)
         target = folder / f"{k}.jpg"
-        tmp = folder / f".{k}.jpg.tmp-{os.getpid()}"
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
+        with atomic_path(target) as tmp:
+            tmp.write_bytes(data)
         cdict = asdict(cov)
         row = {"path": f"images/{name}/{k}.jpg", "identity": name}
         row.update(base)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from facecast.atomic import atomic_path
 from facecast.embed.base import Embedder, missing_weights
 
 N_LABELS = 59
@@ -139,10 +140,8 @@ def save_fit(path: str | os.PathLike, fit: dict[str, np.ndarray], radii: Iterabl
              grid: int) -> Path:
     """Write a whitening fit (plus the feature settings it belongs to) as a plain ``.npz``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.npz")
-    np.savez(tmp, radii=np.asarray(list(radii), np.int64), grid=np.int64(grid), **fit)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        np.savez(tmp, radii=np.asarray(list(radii), np.int64), grid=np.int64(grid), **fit)
     return path
 
 

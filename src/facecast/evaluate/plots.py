@@ -8,21 +8,13 @@ from collections.abc import Mapping
 import numpy as np
 
 from facecast.evaluate.metrics import det_points
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from facecast.figures import pyplot, save_figure
 
 
 def plot_roc(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], path: str | os.PathLike,
              title: str) -> None:
     """TAR against FAR (log scale) for each labelled (far, tar) curve."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 4.5))
     for label, (far, tar) in curves.items():
         keep = far > 0
@@ -35,8 +27,7 @@ def plot_roc(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], path: str | os
     ax.set_title(title)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 def plot_det(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], path: str | os.PathLike,
@@ -44,7 +35,7 @@ def plot_det(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], path: str | os
     """Detection error trade-off: FRR against FAR on normal-deviate axes."""
     from scipy.stats import norm
 
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 4.5))
     for label, (far, tar) in curves.items():
         x, y = det_points(far, tar)
@@ -60,5 +51,4 @@ def plot_det(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], path: str | os
     ax.set_title(title)
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)

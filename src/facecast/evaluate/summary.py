@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from facecast.atomic import write_text
 from facecast.parquet_io import read_parquet, write_parquet
 
 
@@ -72,6 +73,5 @@ def write_summary(metric_paths: Iterable[str | os.PathLike], out_parquet: str | 
     prov = dict(provenance or {})
     prov.update({"stage": "evaluate_summary"})
     write_parquet(long, out_parquet, provenance=prov)
-    with open(out_md, "w") as fh:
-        fh.write(summary_markdown(long, benchmarks, models, fars))
+    write_text(out_md, summary_markdown(long, benchmarks, models, fars))
     return long

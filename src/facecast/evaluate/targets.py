@@ -30,11 +30,23 @@ def mining_folds(config: Mapping[str, Any]) -> list[str]:
         ["val"] if m.get("val_fold", True) else [])
 
 
+#: correlation outputs shown in the Snakemake report: kind -> (caption, label)
+CORRELATION_REPORT = {"heatmap_png": ("correlation_heatmap", "heatmap"),
+                      "thresholded_png": ("correlation_heatmap", "heatmap |r| >= min_abs_r"),
+                      "filtered_tsv": ("correlation_pairs", "ranked pairs |r| >= min_abs_r")}
+
+
+def correlation_items(config: Mapping[str, Any], ds: str = "{ds}"
+                      ) -> list[tuple[str, str, str]]:
+    """``(method, kind, path)`` of every file the correlations rule writes."""
+    methods = (config.get("correlations", {}) or {}).get("methods", ["pearson"])
+    return [(m, kind, str(p)) for m in methods
+            for kind, p in correlation_outputs(f"results/{ds}/correlations", m).items()]
+
+
 def correlation_files(config: Mapping[str, Any], ds: str = "{ds}") -> list[str]:
     """Every file the correlations rule writes."""
-    methods = (config.get("correlations", {}) or {}).get("methods", ["pearson"])
-    return [str(p) for m in methods
-            for p in correlation_outputs(f"results/{ds}/correlations", m).values()]
+    return [p for _, _, p in correlation_items(config, ds)]
 
 
 def benchmark_names(config: Mapping[str, Any]) -> list[str]:

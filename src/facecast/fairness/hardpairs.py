@@ -19,6 +19,8 @@ import pandas as pd
 import pyarrow.dataset as pads
 from PIL import Image, ImageDraw
 
+from facecast.atomic import atomic_path
+
 TILE = 112
 
 
@@ -99,5 +101,5 @@ def hard_pairs_grid(hard: pd.DataFrame, tiles: dict[str, Image.Image],
         group = getattr(row, "group", None)
         caption = f"{row.kind[:3]} #{row.rank} s={row.score:.3f} {group or ''}"
         draw.text((x + 2, y + TILE + 2), caption[:44], fill=colour)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    sheet.save(path, format="PNG")
+    with atomic_path(path) as tmp:
+        sheet.save(tmp, format="PNG")

@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from facecast.atomic import write_text
+
 log = logging.getLogger(__name__)
 
 ID1, ID2, SCORE = "TEMPLATE_ID1", "TEMPLATE_ID2", "SCORE"
@@ -94,8 +96,8 @@ def write_interchange(pairs: pd.DataFrame, predictions: str | os.PathLike,
     pred = pd.DataFrame({ID1: pairs["image_a"].astype(str).to_numpy(),
                          ID2: pairs["image_b"].astype(str).to_numpy(),
                          SCORE: pairs["score"].to_numpy(np.float64)})
-    pred.to_csv(predictions, index=False, float_format="%.17g")
+    write_text(predictions, pred.to_csv(index=False, float_format="%.17g"))
     if pair_file is not None:
         truth = pd.DataFrame({ID1: pred[ID1], ID2: pred[ID2],
                               label_column: pairs["label"].to_numpy()})
-        truth.to_csv(pair_file, index=False)
+        write_text(pair_file, truth.to_csv(index=False))

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import os
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from facecast.fairness.threshold import disparity_arrays  # noqa: E402
+from facecast.fairness.threshold import disparity_arrays
+from facecast.figures import pyplot, save_figure
 
 
 def plot_rates_vs_threshold(sweep: pd.DataFrame, thresholds: pd.DataFrame,
                             path: str | os.PathLike, title: str = "") -> None:
     """FMR (log) and FNMR per group against the threshold; global thresholds marked."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    fig, axes = pyplot().subplots(1, 2, figsize=(11, 4), constrained_layout=True)
     for group, sub in sweep.groupby("group", sort=True):
         axes[0].plot(sub["threshold"], sub["fmr"], label=str(group))
         axes[1].plot(sub["threshold"], sub["fnmr"], label=str(group))
@@ -32,8 +29,7 @@ def plot_rates_vs_threshold(sweep: pd.DataFrame, thresholds: pd.DataFrame,
     axes[0].set_ylim(bottom=0)
     axes[1].legend(fontsize=8)
     fig.suptitle(title or "error rates per protected group")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def plot_fdr_vs_fmr(sweep: pd.DataFrame, alpha: float, path: str | os.PathLike,
@@ -44,7 +40,7 @@ def plot_fdr_vs_fmr(sweep: pd.DataFrame, alpha: float, path: str | os.PathLike,
     gfmr = sweep.groupby("threshold_index")["global_fmr"].first().loc[wide_fmr.index]
     disp = disparity_arrays(wide_fmr.to_numpy(), wide_fnmr.to_numpy(), alpha)
     keep = gfmr.to_numpy() > 0
-    fig, ax = plt.subplots(figsize=(6, 4), constrained_layout=True)
+    fig, ax = pyplot().subplots(figsize=(6, 4), constrained_layout=True)
     ax.plot(gfmr.to_numpy()[keep], disp["fdr"][keep], label=f"FDR (alpha={alpha:g})")
     ax.plot(gfmr.to_numpy()[keep], 1 - disp["garbe"][keep], label="1 - GARBE")
     ax.set_xscale("log")
@@ -53,5 +49,4 @@ def plot_fdr_vs_fmr(sweep: pd.DataFrame, alpha: float, path: str | os.PathLike,
     ax.grid(alpha=0.3)
     ax.legend()
     ax.set_title(title or "fairness vs operating point")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from facecast.atomic import write_text
 from facecast.fairness.bias import fairface_bias, legitimate_subsets
 from facecast.fairness.bootstrap import bootstrap
 from facecast.fairness.groups import annotate_pairs, image_labels, parse_specs
@@ -125,7 +126,7 @@ def _write(df: pd.DataFrame, out: Path, stem: str, provenance: Mapping[str, Any]
            csv: bool = True) -> None:
     write_parquet(df, out / f"{stem}.parquet", provenance=provenance)
     if csv:
-        df.to_csv(out / f"{stem}.csv", index=False)
+        write_text(out / f"{stem}.csv", df.to_csv(index=False))
 
 
 def _read_scores(path: str | os.PathLike) -> pd.DataFrame:
@@ -328,7 +329,7 @@ def write_report(path: Path, *, summary: Mapping[str, Any], ann: pd.DataFrame,
         to_markdown(hard), "",
         "![rates](rates_vs_threshold.png) ![fdr](fdr_vs_fmr.png)", "",
     ]
-    path.write_text("\n".join(lines))
+    write_text(path, "\n".join(lines))
 
 
 def run_leaderboard(summary_paths: Sequence[str | os.PathLike],
@@ -364,7 +365,7 @@ def run_leaderboard(summary_paths: Sequence[str | os.PathLike],
             "and accuracy (AUC, higher is better).", "", to_markdown(board, cols),
             "## How often each group is the most discriminated (Table A8, across models)",
             "", to_markdown(a8)]
-    (out / "leaderboard.md").write_text("\n".join(text))
+    write_text(out / "leaderboard.md", "\n".join(text))
     return board
 
 

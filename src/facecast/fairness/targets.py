@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from facecast.shard_index import FACES_INDEX
+
 
 def _names(value: Any) -> list[str]:
     if isinstance(value, Mapping):
@@ -66,9 +68,9 @@ def targets(config: Mapping[str, Any], ds: str, datasets: Sequence[str]) -> list
     return out
 
 
-def rule_inputs(config: Mapping[str, Any], ds: str, model: str, protocol: str,
-                per_shard: Any) -> dict[str, Any]:
-    """Inputs of rule ``fairness``. ``per_shard(pattern, ds)`` expands over the shards."""
+def rule_inputs(config: Mapping[str, Any], ds: str, model: str, protocol: str
+                ) -> dict[str, Any]:
+    """Inputs of rule ``fairness`` (the faces index stands for every faces shard)."""
     fcfg = config.get("fairness") or {}
     inputs: dict[str, Any] = {
         "scores": scores_path(config, ds, model, protocol),
@@ -76,7 +78,7 @@ def rule_inputs(config: Mapping[str, Any], ds: str, model: str, protocol: str,
         "manifest": f"results/{ds}/manifest.parquet",
     }
     if fcfg.get("hard_pairs_source", "faces") == "faces":
-        inputs["faces"] = per_shard("results/{ds}/faces/{shard}.parquet", ds)
+        inputs["faces"] = FACES_INDEX.format(ds=ds)
     dev = (fcfg.get("thresholds") or {}).get("from_protocol", "")
     if dev and dev != protocol:
         inputs["thresholds"] = f"results/{ds}/fairness/{model}/{dev}/thresholds.parquet"
