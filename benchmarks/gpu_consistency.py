@@ -137,7 +137,8 @@ def mining_check() -> None:
 
 def main() -> None:
     if not torch.cuda.is_available():
-        raise SystemExit("no CUDA device: nothing to compare")
+        print("no CUDA device here: nothing to compare (run this on a GPU machine)")
+        return
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     for fn in (faces_check, embed_check, mining_check):
         try:
