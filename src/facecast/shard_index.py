@@ -4,12 +4,12 @@ A per-shard stage (faces, one embedding model) writes ``{shard}.parquet`` files;
 (``results/{ds}/index/faces.parquet``, ``results/{ds}/index/embed_{model}.parquet``) lists
 each shard with its row and status counts. The indexes live in their own folder, so a
 shard folder holds shards only and ``'results/demo/faces/*.parquet'`` in DuckDB (or a
-pyarrow dataset of the folder) still reads one table. Stages
-that need *all* shards (fitting, mining, evaluation, fairness, the report) take the index
-as their one input instead of thousands of shard files: the Snakemake DAG then holds one
-edge per consumer instead of one per shard and consumer (at 42M images: 4,200 shards x
-every benchmark x every model), and rerunning any shard still reruns the index and
-everything after it (its input is newer).
+pyarrow dataset of the folder) still reads one table. Stages that need *all* shards
+(fitting, mining, evaluation, fairness, the report) take the index as their one input
+instead of thousands of shard files: the Snakemake DAG then holds one edge per consumer
+instead of one per shard and consumer (at 42M images: 4,200 shards x every benchmark x
+every model), and rerunning any shard still reruns the index and everything after it
+(its input is newer).
 
 The index stores shard paths relative to its own folder, so a results tree can be moved
 or copied; :func:`shard_files` resolves them.

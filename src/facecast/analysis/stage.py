@@ -4,9 +4,9 @@
 the pairs (:func:`facecast.analysis.mining.mine_pairs`) and writes ``pairs.parquet``,
 ``mining_report.json``, the per-fold ``pair_stats.tsv`` and ``pair_scores.png`` (for the
 report), the CAST ``.list`` files and ``pairs.txt``. The report holds no wall-clock
-figures, so reruns give identical files; the mining time goes to the job's log. Subset images without
-a reference embedding (status not ``ok`` in the embed shards) cannot be scored; they are
-counted in the report (``n_without_embedding``) and left out of the pool.
+figures, so reruns give identical files; the mining time goes to the job's log. Subset
+images without a reference embedding (status not ``ok`` in the embed shards) cannot be
+scored; they are counted in the report (``n_without_embedding``) and left out of the pool.
 
 Seeds: the benchmark's generator is seeded with ``[config seed, crc32(benchmark name)]``, so
 benchmarks differ from each other and each is reproducible on its own.
