@@ -8,6 +8,7 @@ every backend reports the same MagFace-style quality signal (the raw norm).
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import hashlib
 import os
@@ -78,7 +79,7 @@ def autocast(device: torch.device, amp: str = "none") -> Iterator[None]:
         yield
 
 
-class Embedder:
+class Embedder(abc.ABC):
     """Base class of the embedding backends.
 
     Subclasses set ``backend``, ``dim``, ``crop_column``, ``weights_path`` and implement
@@ -96,9 +97,9 @@ class Embedder:
         self.crop_column: str = "crop_arcface"
         self.weights_path: str | None = None
 
+    @abc.abstractmethod
     def embed(self, crops: torch.Tensor) -> np.ndarray:
         """Raw float32 features ``(N, D)`` of uint8 RGB crops ``(N, H, W, 3)``."""
-        raise NotImplementedError
 
     def weights_sha256(self) -> str | None:
         """sha256 of the weight file (None for weight-free backends)."""
