@@ -8,8 +8,8 @@
   Parquet by table *contents* (column names, types, rows) plus the provenance metadata
   (with the run's own absolute folder replaced by ``<workdir>``: two runs in two folders
   legitimately record different dataset roots), JSON by parsed contents (same folder
-  rule; wall-clock timings such as mining_report.json's ``seconds`` dropped), text
-  tables and lists by bytes, PNG images by decoded pixels.
+  rule; any wall-clock timing field dropped), text tables and lists by bytes, PNG images
+  by decoded pixels.
 """
 
 from __future__ import annotations
