@@ -180,14 +180,20 @@ class RowGather:
 EDGE = 1e-4
 
 
-def exact_scores(emb: torch.Tensor, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cosine of rows ``a`` and ``b`` of ``emb`` in float64 (the same on every device)."""
-    if not len(a):
-        return np.zeros(0, np.float64)
-    ia = torch.as_tensor(np.asarray(a, np.int64), device=emb.device)
-    ib = torch.as_tensor(np.asarray(b, np.int64), device=emb.device)
-    out = (emb[ia].double() * emb[ib].double()).sum(1)
-    return out.cpu().numpy()
+def exact_scores(emb: torch.Tensor, a: np.ndarray, b: np.ndarray, *, chunk: int = 8192,
+                 gather: RowGather | None = None) -> np.ndarray:
+    """Cosine of rows ``a`` and ``b`` of ``emb`` in float64 (the same on every device).
+
+    Works ``chunk`` pairs at a time, so memory stays bounded for any number of pairs.
+    """
+    gather = gather or RowGather(emb)
+    out = [np.zeros(0, np.float64)]
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    for s in range(0, len(a), chunk):
+        ea = gather(torch.as_tensor(a[s:s + chunk], device=emb.device), "a")
+        eb = gather(torch.as_tensor(b[s:s + chunk], device=emb.device), "b")
+        out.append((ea.double() * eb.double()).sum(1).cpu().numpy())
+    return np.concatenate(out)
 
 
 def settle_band(emb: torch.Tensor, a: np.ndarray, b: np.ndarray, s: np.ndarray, lo: float,
@@ -264,13 +270,7 @@ def random_impostor_scores(emb: torch.Tensor, codes: np.ndarray, n: int,
     a = rng.integers(0, N, size=2 * n)
     b = rng.integers(0, N, size=2 * n)
     keep = codes[a] != codes[b]
-    a, b = a[keep][:n], b[keep][:n]
-    gather, out = RowGather(emb), []
-    for s in range(0, len(a), 8192):
-        ea = gather(torch.as_tensor(a[s:s + 8192], device=emb.device), "a")
-        eb = gather(torch.as_tensor(b[s:s + 8192], device=emb.device), "b")
-        out.append((ea.double() * eb.double()).sum(1).cpu().numpy())
-    return np.concatenate(out) if out else np.zeros(0, np.float64)
+    return exact_scores(emb, a[keep][:n], b[keep][:n])
 
 
 class _Selector:

@@ -71,17 +71,19 @@ def mine_benchmark(subset_path: str | os.PathLike, embed_paths: Iterable[str | o
     subset = read_parquet(subset_path, columns=["image_id", "identity"])
     pool = pool_sample(subset["identity"], cfg.max_pool_images,
                        np.random.default_rng([*benchmark_seed(seed, bench), 1]))
-    if not pool.all():
+    n_subset, sampled = len(subset), not pool.all()
+    subset = subset[pool]
+    if sampled:
         log.info("%s: subset of %d images sampled to %d images of %d identities "
-                 "(mining.max_pool_images)", bench, len(subset), int(pool.sum()),
-                 subset["identity"][pool].nunique())
-    ids, emb = load_embeddings(embed_paths, subset["image_id"][pool].astype(str))
+                 "(mining.max_pool_images)", bench, n_subset, len(subset),
+                 subset["identity"].nunique())
+    ids, emb = load_embeddings(embed_paths, subset["image_id"].astype(str))
     order = np.argsort(ids, kind="mergesort")            # pool order independent of shards
     ids, emb = ids[order], emb[order]
     ident = subset.set_index("image_id")["identity"].astype(str)
     identity = pd.Categorical(ident.reindex(ids))
-    n_missing = int(pool.sum()) - len(ids)
-    log.info("%s: subset %d images, %d with a reference embedding", bench, len(subset), len(ids))
+    n_missing = len(subset) - len(ids)
+    log.info("%s: pool %d images, %d with a reference embedding", bench, len(subset), len(ids))
     t0 = time.perf_counter()
     try:
         result = mine_pairs(emb, identity, ids, cfg, benchmark_seed(seed, bench))
@@ -89,8 +91,8 @@ def mine_benchmark(subset_path: str | os.PathLike, embed_paths: Iterable[str | o
         exc.report["n_without_embedding"] = int(n_missing)
         log.error("mining report:\n%s", json.dumps(exc.report, indent=1, default=str))
         raise
-    report = {"benchmark": bench, "n_subset": int(len(subset)),
-              "n_pool_sampled": int(pool.sum()) if not pool.all() else None,
+    report = {"benchmark": bench, "n_subset": int(n_subset),
+              "n_pool_sampled": int(len(subset)) if sampled else None,
               "n_without_embedding": int(n_missing), **result.report}
     prov = dict(provenance or {})
     prov.update({"stage": "mining", "benchmark": bench, "band": report["band"],
