@@ -109,3 +109,46 @@ def test_embedder_checks_fit(tmp_path):
     emb = LBPEmbedder("lbp", weights=str(path), radii=[1], grid=4)
     out = emb.embed(torch.from_numpy(crops[:3]))
     assert out.shape == (3, 8) and emb.dim == 8
+
+
+def test_gram_trick_equals_covariance_eigendecomposition():
+    """n < dim: the fit goes through the n x n Gram matrix and gives the same whitening."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(40, 300)) * np.linspace(3, 0.1, 300) + 2.0
+    gram = CovarianceAccumulator(300)
+    for chunk in np.array_split(x, 3):
+        gram.update(chunk)
+    assert gram.rows is not None  # rows kept: n < dim
+    cov = CovarianceAccumulator(300)
+    cov.update(x)
+    cov.rows, cov.outer = None, x.T @ x  # force the d x d path on the same data
+    a, b = fit_whitening(gram, pca_dim=10), fit_whitening(cov, pca_dim=10)
+    np.testing.assert_allclose(a["eigenvalues"], b["eigenvalues"], rtol=1e-4)
+    np.testing.assert_allclose(a["projection"], b["projection"], rtol=1e-3, atol=1e-5)
+    z = (x - a["mean"]) @ a["projection"]
+    np.testing.assert_allclose(np.cov(z.T), np.eye(10), atol=2e-2)
+
+
+def test_accumulator_switches_to_scatter_matrix_past_dim():
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(50, 8))
+    acc = CovarianceAccumulator(8)
+    acc.update(x[:5])
+    assert acc.rows is not None and acc.outer is None
+    acc.update(x[5:])
+    assert acc.rows is None and acc.outer is not None
+    mean, cov = acc.mean_cov()
+    np.testing.assert_allclose(cov, np.cov(x.T), atol=1e-10)
+    np.testing.assert_allclose(mean, x.mean(0), atol=1e-12)
+
+
+def test_unwhitened_fit_gives_raw_features(tmp_path):
+    from facecast.embed.lbp import unwhitened_fit
+
+    dim = feature_dim([1], 4)
+    path = save_fit(tmp_path / "fit.npz", unwhitened_fit(dim, 3, "too few"), [1], 4)
+    emb = LBPEmbedder("lbp", weights=str(path), radii=[1], grid=4)
+    crops = np.random.default_rng(7).integers(0, 256, (2, 112, 112, 3), dtype=np.uint8)
+    np.testing.assert_allclose(emb.embed(torch.from_numpy(crops)), lbp_features(crops, [1], 4))
+    prov = emb.provenance()
+    assert prov["whitening"] == "none" and prov["whitening_reason"] == "too few"

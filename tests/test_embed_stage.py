@@ -124,13 +124,41 @@ def test_lbp_fit_and_stage_deterministic(shard, tmp_path):
     assert prov["weights"] == str(fit_path) and prov["n_train"] == 30
 
 
-def test_lbp_fit_falls_back_to_all_rows(shard, tmp_path):
+def test_lbp_fit_without_train_split_is_unwhitened_not_collapsed(shard, tmp_path):
+    """No train split: the whitening used to be fitted on the evaluated images themselves."""
     manifest = tmp_path / "manifest.parquet"
     df = pd.read_parquet(shard / "manifest.parquet").assign(split="all")
     write_parquet(df, manifest)
-    fit = load_fit(fit_lbp(manifest, [shard / "faces" / "00001.parquet"], tmp_path / "f.npz",
-                           "lbp", {"backend": "lbp", "pca_dim": 4, "grid": 2}))
-    assert str(fit["fit_split"]) == "all" and int(fit["n_train"]) == 30
+    faces = [shard / "faces" / "00001.parquet"]
+    cfg = {"backend": "lbp", "pca_dim": 4, "grid": 2}
+    fit_path = fit_lbp(manifest, faces, tmp_path / "f.npz", "lbp", cfg)
+    fit = load_fit(fit_path)
+    assert str(fit["whitening"]) == "none" and "split == 'train'" in str(fit["reason"])
+    out = tmp_path / "e" / "00001.parquet"
+    embed_shard(faces[0], out, "lbp", cfg, {"batch_size": 8}, fit_path=str(fit_path))
+    prov = read_provenance(out)
+    assert prov["whitening"] == "none" and "split" in prov["whitening_reason"]
+    emb = np.stack(pd.read_parquet(out)["embedding"].to_numpy())
+    assert emb.shape[1] == 2 * 2 * 2 * 59  # raw Hellinger features (radii 1, 2)
+    with pytest.raises(ValueError, match=r"embed\.models\.lbp\.pca_dim"):
+        fit_lbp(manifest, faces, tmp_path / "g.npz", "lbp", {**cfg, "on_small_fit": "error"})
+
+
+def test_lbp_fit_refuses_small_or_overlapping_train(shard, tmp_path):
+    faces = [shard / "faces" / "00000.parquet", shard / "faces" / "00001.parquet"]
+    small = load_fit(fit_lbp(shard / "manifest.parquet", faces, tmp_path / "a.npz", "lbp",
+                             {"backend": "lbp", "pca_dim": 30, "grid": 2}))
+    assert str(small["whitening"]) == "none" and "only 30" in str(small["reason"])
+    manifest = tmp_path / "manifest.parquet"
+    df = pd.read_parquet(shard / "manifest.parquet")
+    write_parquet(df.assign(exclude=False), manifest)  # train rows may enter benchmarks
+    overlap = load_fit(fit_lbp(manifest, faces, tmp_path / "b.npz", "lbp",
+                               {"backend": "lbp", "pca_dim": 4, "grid": 2}))
+    assert str(overlap["whitening"]) == "none" and "not excluded" in str(overlap["reason"])
+    write_parquet(df.assign(exclude=df["split"] == "train"), manifest)
+    ok = load_fit(fit_lbp(manifest, faces, tmp_path / "c.npz", "lbp",
+                          {"backend": "lbp", "pca_dim": 4, "grid": 2}))
+    assert str(ok["whitening"]) == "pca" and ok["projection"].shape == (2 * 2 * 2 * 59, 4)
 
 
 def test_missing_weights_fail_before_output(shard, tmp_path):

@@ -14,14 +14,18 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_inspect = sub.add_parser("inspect", help="describe a Parquet artifact or a folder of shards")
     p_inspect.add_argument("path")
-    p_inspect.add_argument("--rows", type=int, default=1000, help="rows sampled for summaries")
+    p_inspect.add_argument("--rows", type=int, default=1000,
+                           help="rows summarised: the first ROWS, or ROWS at random (--random)")
     p_inspect.add_argument("--head", type=int, default=5, help="rows shown")
+    p_inspect.add_argument("--random", type=int, metavar="SEED", default=None,
+                           help="draw the rows uniformly at random with this seed")
     args = parser.parse_args(argv)
     if args.command == "inspect":
         from facecast.inspect_artifact import describe
 
         try:
-            sys.stdout.write(describe(args.path, sample_rows=args.rows, head=args.head))
+            sys.stdout.write(describe(args.path, sample_rows=args.rows, head=args.head,
+                                      random_seed=args.random))
         except FileNotFoundError as exc:
             parser.exit(2, f"facecast inspect: {exc}\n")
     return 0

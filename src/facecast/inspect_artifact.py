@@ -56,8 +56,14 @@ def _summary(series: pd.Series) -> str:
     return f"{counts.size} distinct; top: {top}; {n_null} null"
 
 
-def describe(path: str | os.PathLike, sample_rows: int = 1000, head: int = 5) -> str:
-    """A readable multi-section description of the artifact at ``path``."""
+def describe(path: str | os.PathLike, sample_rows: int = 1000, head: int = 5,
+             random_seed: int | None = None) -> str:
+    """A readable multi-section description of the artifact at ``path``.
+
+    Summaries run over the first ``sample_rows`` rows, or, with ``random_seed`` set, over
+    ``sample_rows`` rows drawn uniformly at random without replacement (seeded; only the
+    row groups holding drawn rows are read). The text says which.
+    """
     files = parquet_files(path)
     out = io.StringIO()
     schema = pq.read_schema(files[0])
@@ -75,9 +81,14 @@ def describe(path: str | os.PathLike, sample_rows: int = 1000, head: int = 5) ->
     out.write("\nschema:\n")
     for field in schema:
         out.write(f"  {field.name}: {field.type}\n")
-    table = _sample(files, sample_rows)
+    if random_seed is None:
+        table = _sample(files, sample_rows)
+        what = f"the first {table.num_rows} of {n_rows} rows"
+    else:
+        table = _random_sample(files, sample_rows, random_seed)
+        what = f"{table.num_rows} of {n_rows} rows drawn at random (seed {random_seed})"
     df = table.to_pandas()
-    out.write(f"\nhead ({min(head, len(df))} rows):\n")
+    out.write(f"\nhead ({min(head, len(df))} of {what}):\n")
     with pd.option_context("display.max_columns", 12, "display.width", 160,
                            "display.max_colwidth", 40):
         shown = df.head(head).copy()
@@ -86,7 +97,7 @@ def describe(path: str | os.PathLike, sample_rows: int = 1000, head: int = 5) ->
                                          else None, (bytes, bytearray)):
                 shown[c] = shown[c].map(lambda b: f"<{len(b)} bytes>" if b is not None else None)
         out.write(shown.to_string() + "\n")
-    out.write(f"\ncolumns (summary over {len(df)} sampled rows):\n")
+    out.write(f"\ncolumns (summary over {what}):\n")
     for c in df.columns:
         out.write(f"  {c}: {_summary(df[c])}\n")
     return out.getvalue()
@@ -106,3 +117,30 @@ def _sample(files: list[Path], n: int) -> pa.Table:
     if not batches:
         return pq.read_schema(files[0]).empty_table()
     return pa.Table.from_batches(batches)
+
+
+def _random_sample(files: list[Path], n: int, seed: int) -> pa.Table:
+    """``n`` rows drawn uniformly without replacement over all files, in file order."""
+    sizes = [[rg.num_rows for rg in _row_groups(f)] for f in files]
+    flat = np.array([k for per in sizes for k in per], np.int64)
+    total = int(flat.sum())
+    if total == 0:
+        return pq.read_schema(files[0]).empty_table()
+    picks = np.sort(np.random.default_rng(seed).choice(total, size=min(n, total),
+                                                       replace=False))
+    starts = np.concatenate([[0], np.cumsum(flat)])
+    parts, g = [], 0
+    for f, per in zip(files, sizes, strict=True):
+        pf = pq.ParquetFile(f, pre_buffer=False)
+        for k in range(len(per)):
+            lo, hi = starts[g], starts[g + 1]
+            g += 1
+            inside = picks[(picks >= lo) & (picks < hi)] - lo
+            if inside.size:
+                parts.append(pf.read_row_group(k).take(pa.array(inside)))
+    return pa.concat_tables(parts)
+
+
+def _row_groups(f: Path) -> list:
+    meta = pq.ParquetFile(f).metadata
+    return [meta.row_group(k) for k in range(meta.num_row_groups)]

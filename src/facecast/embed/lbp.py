@@ -9,8 +9,12 @@ label histograms on a ``grid`` x ``grid`` cell grid, each L1-normalised and squa
 
 PCA whitening (:func:`fit_whitening`) is fitted on the training split in a separate job
 and stored as an ``.npz`` (no pickles): ``mean``, ``projection`` (F x k whitening matrix),
-``eigenvalues``. Centring on the training mean makes cosine scores zero-centred (impostor
-mean near 0); whitening gives every retained direction unit variance.
+``eigenvalues``, ``whitening`` (``pca`` or ``none``). Centring on the training mean makes
+cosine scores zero-centred (impostor mean near 0); whitening gives every retained
+direction unit variance. A whitening fitted on too few faces (no more than ``pca_dim``) or
+on the evaluated images themselves collapses every score towards ``-1/(n-1)``; then the
+fit file says ``whitening = none`` with the reason, and the embedder returns the raw
+Hellinger features (see :func:`facecast.embed.stage.fit_lbp`).
 """
 
 from __future__ import annotations
@@ -92,25 +96,80 @@ def feature_dim(radii: Iterable[int], grid: int) -> int:
 
 
 class CovarianceAccumulator:
-    """Streaming mean and covariance (float64) of feature batches, for PCA on big splits."""
+    """Streaming mean and second moments (float64) of feature batches, for PCA on big splits.
+
+    While fewer rows than dimensions have arrived the rows themselves are kept (n x d is
+    smaller than the d x d scatter matrix) so :func:`fit_whitening` can use the Gram trick;
+    past that point they are folded into the d x d scatter matrix. Memory and fit cost so
+    follow the data: O(n d) and one n x n eigendecomposition for a small train split.
+    """
 
     def __init__(self, dim: int) -> None:
+        self.dim = int(dim)
         self.n = 0
         self.total = np.zeros(dim, np.float64)
-        self.outer = np.zeros((dim, dim), np.float64)
+        self.outer: np.ndarray | None = None
+        self.rows: list[np.ndarray] | None = []
 
     def update(self, x: np.ndarray) -> None:
         x = np.asarray(x, np.float64)
+        if not len(x):
+            return
         self.n += len(x)
         self.total += x.sum(0)
+        if self.rows is not None and self.n < self.dim:
+            self.rows.append(x)
+            return
+        if self.outer is None:
+            self.outer = np.zeros((self.dim, self.dim), np.float64)
+            for kept in self.rows or []:
+                self.outer += kept.T @ kept
+            self.rows = None
         self.outer += x.T @ x
 
-    def mean_cov(self) -> tuple[np.ndarray, np.ndarray]:
+    def _check(self) -> None:
         if self.n < 2:
             raise ValueError(f"PCA whitening needs at least 2 training faces, got {self.n}")
+
+    def centred_rows(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(mean, centred rows)`` while the rows are still kept (n < dim), else None."""
+        self._check()
+        if self.rows is None:
+            return None
         mean = self.total / self.n
+        return mean, np.concatenate(self.rows) - mean
+
+    def mean_cov(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and (n - 1)-normalised covariance (builds the d x d matrix if needed)."""
+        self._check()
+        mean = self.total / self.n
+        if self.rows is not None:
+            xc = np.concatenate(self.rows) - mean
+            return mean, xc.T @ xc / (self.n - 1)
         cov = (self.outer - self.n * np.outer(mean, mean)) / (self.n - 1)
         return mean, cov
+
+
+def _leading_eigen(acc: CovarianceAccumulator, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, the ``k`` largest covariance eigenvalues (descending) and their eigenvectors.
+
+    With n < d rows kept, the eigenvectors come from the n x n Gram matrix
+    ``G = Xc Xc^T / (n - 1)``: if ``G u = l u`` then ``v = Xc^T u / sqrt(l (n - 1))`` is a
+    unit eigenvector of the covariance with the same eigenvalue ``l``.
+    """
+    kept = acc.centred_rows()
+    if kept is None:
+        mean, cov = acc.mean_cov()
+        evals, evecs = np.linalg.eigh(cov)
+        order = np.argsort(evals)[::-1][:k]
+        return mean, np.clip(evals[order], 0.0, None), evecs[:, order]
+    mean, xc = kept
+    evals, u = np.linalg.eigh(xc @ xc.T / (acc.n - 1))
+    order = np.argsort(evals)[::-1][:k]
+    evals, u = np.clip(evals[order], 0.0, None), u[:, order]
+    evecs = xc.T @ u / np.sqrt(np.maximum(evals, 1e-300) * (acc.n - 1))
+    evecs /= np.maximum(np.linalg.norm(evecs, axis=0), 1e-300)
+    return mean, evals, evecs
 
 
 def fit_whitening(acc: CovarianceAccumulator, pca_dim: int = 128,
@@ -120,20 +179,26 @@ def fit_whitening(acc: CovarianceAccumulator, pca_dim: int = 128,
     Keeps ``min(pca_dim, n - 1)`` leading directions; each is scaled by
     ``1 / sqrt(eigenvalue + eps * mean retained eigenvalue)`` (the floor keeps
     near-degenerate directions from being blown up). Eigenvector signs are fixed (largest
-    entry positive) so the result is deterministic.
+    entry positive) so the result is deterministic. With fewer training rows than feature
+    dimensions the fit goes through the Gram matrix (same result, cost set by n).
     """
-    mean, cov = acc.mean_cov()
-    evals, evecs = np.linalg.eigh(cov)
-    order = np.argsort(evals)[::-1]
-    k = int(max(1, min(pca_dim, acc.n - 1, len(evals))))
-    evals = np.clip(evals[order[:k]], 0.0, None)
-    evecs = evecs[:, order[:k]]
+    acc._check()
+    k = int(max(1, min(pca_dim, acc.n - 1, acc.dim)))
+    mean, evals, evecs = _leading_eigen(acc, k)
     signs = np.sign(evecs[np.abs(evecs).argmax(0), np.arange(k)])
     evecs = evecs * np.where(signs == 0, 1.0, signs)
     floor = eps * float(evals.mean()) if evals.size else 0.0
     projection = evecs / np.sqrt(evals + floor + 1e-12)
     return {"mean": mean.astype(np.float32), "projection": projection.astype(np.float32),
-            "eigenvalues": evals.astype(np.float32), "n_train": np.int64(acc.n)}
+            "eigenvalues": evals.astype(np.float32), "n_train": np.int64(acc.n),
+            "whitening": np.array("pca")}
+
+
+def unwhitened_fit(dim: int, n_train: int, reason: str) -> dict[str, np.ndarray]:
+    """A fit file that says "no whitening" (raw Hellinger LBP features) and why."""
+    return {"mean": np.zeros(dim, np.float32), "projection": np.zeros((dim, 0), np.float32),
+            "eigenvalues": np.zeros(0, np.float32), "n_train": np.int64(n_train),
+            "whitening": np.array("none"), "reason": np.array(reason)}
 
 
 def save_fit(path: str | os.PathLike, fit: dict[str, np.ndarray], radii: Iterable[int],
@@ -164,6 +229,7 @@ class LBPEmbedder(Embedder):
         self.grid = int(grid)
         self.crop_column = "crop_arcface"
         self.fit: dict[str, np.ndarray] | None = None
+        self.whitening, self.whitening_reason, self.n_train = "none", "no fit loaded", 0
         self.dim = feature_dim(self.radii, self.grid)
         if weights is not None:
             if not Path(weights).is_file():
@@ -174,9 +240,13 @@ class LBPEmbedder(Embedder):
             if list(fit["radii"]) != self.radii or int(fit["grid"]) != self.grid:
                 raise ValueError(f"{weights} was fitted for radii {list(fit['radii'])}, grid "
                                  f"{int(fit['grid'])}; the config says {self.radii}, {self.grid}")
-            self.fit = fit
             self.weights_path = str(weights)
-            self.dim = int(fit["projection"].shape[1])
+            self.whitening = str(fit.get("whitening", "pca"))
+            self.whitening_reason = str(fit.get("reason", ""))
+            if self.whitening == "pca":
+                self.fit = fit
+                self.dim = int(fit["projection"].shape[1])
+            self.n_train = int(fit["n_train"])
 
     def features(self, crops: torch.Tensor | np.ndarray) -> np.ndarray:
         """Un-whitened Hellinger LBP features (what the fit is computed on)."""
@@ -190,7 +260,9 @@ class LBPEmbedder(Embedder):
         return (feats - self.fit["mean"]) @ self.fit["projection"]
 
     def provenance(self) -> dict[str, Any]:
-        extra = {"radii": self.radii, "grid": self.grid}
-        if self.fit is not None:
-            extra["n_train"] = int(self.fit["n_train"])
+        extra = {"radii": self.radii, "grid": self.grid, "whitening": self.whitening}
+        if self.weights_path is not None:
+            extra["n_train"] = self.n_train
+        if self.whitening != "pca":
+            extra["whitening_reason"] = self.whitening_reason
         return {**super().provenance(), **extra}

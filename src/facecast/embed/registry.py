@@ -22,7 +22,7 @@ FITTED_BACKENDS = {"lbp"}
 #: backends that can run on a GPU (dlib-bin wheels are CPU builds; lbp is numpy)
 CUDA_BACKENDS = {"facenet", "iresnet", "onnx"}
 #: model-config keys that are not constructor options
-NON_OPTIONS = {"backend", "fit_split", "pca_dim", "whiten_eps"}
+NON_OPTIONS = {"backend", "fit_split", "pca_dim", "whiten_eps", "on_small_fit"}
 
 
 def backend_class(backend: str) -> type[Embedder]:

@@ -25,7 +25,13 @@ from tqdm import tqdm
 
 from facecast.embed.base import CROP_SIZES, Embedder
 from facecast.embed.data import crop_loader, resolve_workers
-from facecast.embed.lbp import CovarianceAccumulator, LBPEmbedder, fit_whitening, save_fit
+from facecast.embed.lbp import (
+    CovarianceAccumulator,
+    LBPEmbedder,
+    fit_whitening,
+    save_fit,
+    unwhitened_fit,
+)
 from facecast.embed.registry import build_embedder
 from facecast.parquet_io import write_parquet
 
@@ -170,37 +176,65 @@ def fit_lbp(manifest_path: str | os.PathLike, faces_paths: Sequence[str | os.Pat
             embed_cfg: dict[str, Any] | None = None, *, threads: int = 1) -> Path:
     """Fit the LBP PCA whitening on the ``fit_split`` rows (default ``train``) of a dataset.
 
-    Streams over the faces shards (only embeddable rows of the split); a dataset with no
-    row in that split falls back to all embeddable rows, with a warning in the log and
-    ``fit_split`` = ``all`` in the fit file.
+    Streams over the faces shards (only embeddable rows of the split). A whitening needs
+    more training faces than ``pca_dim`` and must not be fitted on images that are
+    evaluated: with no row in the split, with split rows that are not marked ``exclude`` from
+    benchmarks, or with ``n_train <= pca_dim`` the fit is refused. ``on_small_fit`` says
+    what then happens: ``unwhitened`` (default) writes a fit file with ``whitening = none``
+    and the reason (the embedder then returns raw Hellinger LBP features; the reason is in
+    the log and in every embedding file's provenance), ``error`` stops the job.
     """
     cfg = {**EMBED_DEFAULTS, **(embed_cfg or {})}
     split = str(model_cfg.get("fit_split", "train"))
+    pca_dim = int(model_cfg.get("pca_dim", 128))
+    policy = str(model_cfg.get("on_small_fit", "unwhitened"))
     embedder = LBPEmbedder(model_name, weights=None, radii=model_cfg.get("radii", (1, 2)),
                            grid=int(model_cfg.get("grid", 7)))
-    manifest = pq.read_table(manifest_path, columns=["image_id", "split"]).to_pandas()
-    train_ids = set(manifest.loc[manifest["split"].astype(str) == split, "image_id"].astype(str))
-    used_split = split
+    cols = ["image_id", "split"] + (["exclude"] if "exclude" in
+                                    pq.read_schema(manifest_path).names else [])
+    manifest = pq.read_table(manifest_path, columns=cols).to_pandas()
+    in_split = manifest["split"].astype(str) == split
+    train_ids = set(manifest.loc[in_split, "image_id"].astype(str))
+    reason = ""
     if not train_ids:
-        log.warning("no manifest row has split == %r; fitting the whitening on all faces",
-                    split)
-        used_split = "all"
+        reason = f"no manifest row has split == {split!r}"
+    elif "exclude" in manifest:
+        evaluated = int((in_split & ~manifest["exclude"].fillna(False).astype(bool)).sum())
+        if evaluated:
+            reason = (f"{evaluated} of the {len(train_ids)} {split!r} images are not excluded "
+                      "from benchmarks, so the whitening would be fitted on evaluated images")
     acc = CovarianceAccumulator(embedder.dim)
-    for path in faces_paths:
-        t = pq.read_table(path, columns=["image_id", "status", "crop_arcface"])
-        ids = np.array(t.column("image_id").to_pylist(), dtype=object)
-        st = np.array(t.column("status").to_pylist(), dtype=object)
-        crops = t.column("crop_arcface").to_pylist()
-        sel = np.isin(st, EMBEDDABLE) & np.array([c is not None for c in crops], bool)
-        if used_split != "all":
+    if not reason:
+        for path in faces_paths:
+            t = pq.read_table(path, columns=["image_id", "status", "crop_arcface"])
+            ids = np.array(t.column("image_id").to_pylist(), dtype=object)
+            st = np.array(t.column("status").to_pylist(), dtype=object)
+            crops = t.column("crop_arcface").to_pylist()
+            sel = np.isin(st, EMBEDDABLE) & np.array([c is not None for c in crops], bool)
             sel &= np.array([i in train_ids for i in ids], bool)
-        feats, ok, _ = embed_crops(embedder, crops, np.flatnonzero(sel),
-                                   batch_size=max(int(cfg["batch_size"]), 256), threads=threads,
-                                   desc=f"fit {model_name} {Path(path).stem}")
-        acc.update(feats[ok])
-    fit = fit_whitening(acc, pca_dim=int(model_cfg.get("pca_dim", 128)),
-                        eps=float(model_cfg.get("whiten_eps", 1e-3)))
-    fit["fit_split"] = np.array(used_split)
-    log.info("LBP whitening: %d faces (%s split), %d -> %d dims", acc.n, used_split,
+            feats, ok, _ = embed_crops(embedder, crops, np.flatnonzero(sel),
+                                       batch_size=max(int(cfg["batch_size"]), 256),
+                                       threads=threads, desc=f"fit {model_name} {Path(path).stem}")
+            acc.update(feats[ok])
+        if acc.n <= pca_dim:
+            reason = (f"only {acc.n} embeddable {split!r} faces for pca_dim {pca_dim} "
+                      "(a whitening needs more training faces than dimensions)")
+    if reason:
+        key = f"embed.models.{model_name}"
+        advice = (f"mark a training split that is excluded from benchmarks and larger than "
+                  f"{key}.pca_dim (manifest columns split/exclude, {key}.fit_split), or lower "
+                  f"{key}.pca_dim")
+        if policy == "error":
+            raise ValueError(f"LBP whitening of {model_name!r} refused: {reason}. To fix: "
+                             f"{advice}; or set {key}.on_small_fit: unwhitened.")
+        log.warning("LBP whitening of %r refused: %s. Using UNWHITENED Hellinger LBP features "
+                    "(stated in every embedding file's provenance). To fix: %s.",
+                    model_name, reason, advice)
+        fit = unwhitened_fit(embedder.dim, acc.n, reason)
+        fit["fit_split"] = np.array(split)
+        return save_fit(out_path, fit, embedder.radii, embedder.grid)
+    fit = fit_whitening(acc, pca_dim=pca_dim, eps=float(model_cfg.get("whiten_eps", 1e-3)))
+    fit["fit_split"] = np.array(split)
+    log.info("LBP whitening: %d faces (%s split), %d -> %d dims", acc.n, split,
              embedder.dim, fit["projection"].shape[1])
     return save_fit(out_path, fit, embedder.radii, embedder.grid)
