@@ -15,6 +15,12 @@ if not workflow.config_settings.configfiles:
 
 validate(config, "workflow/schemas/config.schema.yaml")
 
+# Semantic checks (names, columns, files, ranges): every mistake, named by its key path,
+# fails here, before any job (facecast.config_check).
+from facecast.config_check import check_config
+
+check_config(config)
+
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/ingest.smk"
@@ -24,6 +30,9 @@ include: "workflow/rules/attributes.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/fairness.smk"
+include: "workflow/rules/quality.smk"
+include: "workflow/rules/covariates.smk"
+include: "workflow/rules/labels.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -8,14 +8,20 @@ Prints per-image wall and CPU milliseconds for
   * PNG encoding of both crops at the configured level,
   * ``run_faces_shard`` end to end on ``--n`` copies of the photos (decode + detect + align +
     encode + Parquet) with 1 and 2 worker threads.
-Goal: per-image cost near MTCNN's own on a 512 px photo (~60 ms on one idle core here).
+  * pre-aligned input (``faces.detector: none``): ``run_faces_shard`` on ``--aligned-n``
+    112 px JPEG crops, from files and from a RecordIO set (decode + both crops + PNG +
+    Parquet), 1 and 2 worker threads, in images/s.
+Goals: MTCNN path, per-image cost near MTCNN's own on a 512 px photo (~60 ms on one idle
+core here); aligned input, >= 1,500 images/s per job on 2 cores (a 10k shard in < 10 s).
 
-    .venv/bin/python benchmarks/faces_speed.py [--n 64] [--repeat 5]
+    .venv/bin/python benchmarks/faces_speed.py [--n 64] [--repeat 5] [--aligned-n 4000]
+    .venv/bin/python benchmarks/faces_speed.py --aligned-only
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +33,8 @@ import torch
 from matplotlib import cbook
 from PIL import Image
 
+from facecast.datasets import build_manifest
+from facecast.datasets.recordio import pack, write_recordio
 from facecast.faces.align import ARCFACE_TEMPLATE_112, align_arcface, similarity_transform
 from facecast.faces.crops import encode_png
 from facecast.faces.decode import read_image
@@ -49,20 +57,69 @@ def timed(fn, repeat: int) -> tuple[float, float]:
     return 1000 * min(walls), 1000 * min(cpus)
 
 
+def aligned_input_speed(n: int) -> None:
+    """Images/s of the faces stage with ``detector: none`` on ``n`` 112 px JPEG crops."""
+    astro = skimage.data.astronaut()
+    det = FaceDetector({"device": "cpu"})
+    crop = align_arcface(astro, det.detect([astro])[0].landmarks[0])
+    rng = np.random.default_rng(0)
+    jpegs = []
+    for i in range(64):  # 64 distinct crops (brightness, flips), reused round-robin
+        img = np.clip(crop.astype(np.int16) + rng.integers(-40, 40), 0, 255).astype(np.uint8)
+        img = img[:, ::-1] if i % 2 else img
+        buf = io.BytesIO()
+        Image.fromarray(np.ascontiguousarray(img)).save(buf, "JPEG", quality=90)
+        jpegs.append(buf.getvalue())
+    print(f"== pre-aligned input (detector none) on {n} 112 px JPEG crops: images/s ==")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        root = tmp / "root"
+        (root / "id").mkdir(parents=True)
+        paths = []
+        for i in range(n):
+            p = f"id/{i:06d}.jpg"
+            (root / p).write_bytes(jpegs[i % 64])
+            paths.append(p)
+        manifest = finalize_manifest(pd.DataFrame({"path": paths, "identity": "x"}), root,
+                                     shard_size=n)
+        write_manifest(manifest, tmp / "files.parquet", shard_size=n)
+        write_recordio(tmp / "t.rec", tmp / "t.idx",
+                       [(i + 1, pack(float(i % 100), jpegs[i % 64])) for i in range(n)])
+        build_manifest({"kind": "recordio", "rec": str(tmp / "t.rec"), "shard_size": n},
+                       tmp, tmp / "rec.parquet")
+        for source, mpath in (("files", tmp / "files.parquet"), ("recordio", tmp / "rec.parquet")):
+            for workers in (1, 2):
+                w, c = time.perf_counter(), time.process_time()
+                counts = run_faces_shard(mpath, "00000", root if source == "files" else tmp,
+                                         tmp / "out.parquet", {"detector": "none"},
+                                         threads=workers)
+                wall, cpu = time.perf_counter() - w, time.process_time() - c
+                print(f"{source:8s} workers {workers}: {n / wall:7.0f} img/s wall "
+                      f"({1000 * wall / n:.3f} ms/img, {1000 * cpu / n:.3f} ms/img cpu)  "
+                      f"{counts}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=64, help="images in the end-to-end shard")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--aligned-n", type=int, default=4000,
+                    help="112 px crops in the pre-aligned-input shard")
+    ap.add_argument("--aligned-only", action="store_true",
+                    help="only the pre-aligned input figures")
     args = ap.parse_args()
+    if args.aligned_only:
+        aligned_input_speed(args.aligned_n)
+        return
 
     from facenet_pytorch import MTCNN
 
     grace = np.asarray(Image.open(cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)))
     astro = skimage.data.astronaut()
     photos = {"grace_hopper 512x600": grace, "astronaut 512x512": astro}
-    big = REPO.parent / "shared/fixtures/faces/shea_whigham/1.jpg"
+    big = REPO / "tests/data/faces/shea_whigham/1.jpg"
     if big.is_file():
-        photos["portrait 2048x1991"] = read_image(big).array
+        photos["portrait 640x622"] = read_image(big).array
     det = FaceDetector({"device": "cpu"})
     ref = MTCNN(keep_all=True, device="cpu", min_face_size=20)
 
@@ -131,6 +188,7 @@ def main() -> None:
             print(f"workers {workers}: {1000 * wall / args.n:6.1f} ms/image wall, "
                   f"{1000 * cpu / args.n:6.1f} ms/image cpu, {args.n / wall:5.1f} img/s  "
                   f"{counts}")
+    aligned_input_speed(args.aligned_n)
 
 
 if __name__ == "__main__":

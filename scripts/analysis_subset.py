@@ -5,7 +5,8 @@ from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
     report = build_subset(snakemake.input.attributes,
-                          parse_filters(snakemake.params.filters, ctx.wildcards["bench"]),
+                          parse_filters(snakemake.params.filters, ctx.wildcards["bench"],
+                                        snakemake.params.rank_method),
                           snakemake.output.subset, snakemake.output.description,
-                          provenance=ctx.provenance)
+                          statuses=snakemake.params.statuses, provenance=ctx.provenance)
     ctx.log.info("subset %s: %s", ctx.wildcards["bench"], report)

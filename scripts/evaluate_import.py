@@ -5,4 +5,5 @@ from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
     import_protocol(snakemake.params.spec, snakemake.input.manifest, snakemake.output.pairs,
+                    n_folds=snakemake.params.n_folds, seed=snakemake.params.seed,
                     provenance=ctx.provenance)

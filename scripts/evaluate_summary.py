@@ -1,4 +1,4 @@
-"""Rule evaluate_summary: models x benchmarks tables (Parquet + Markdown)."""
+"""Rule evaluate_summary: models x benchmarks tables (Parquet + Markdown + HTML)."""
 
 from facecast.evaluate.summary import write_summary
 from facecast.workflow_glue import script_context
@@ -6,4 +6,5 @@ from facecast.workflow_glue import script_context
 with script_context(snakemake) as ctx:
     write_summary(snakemake.input.metrics, snakemake.output.table, snakemake.output.markdown,
                   benchmarks=snakemake.params.benchmarks, models=snakemake.params.models,
-                  fars=snakemake.params.fars, provenance=ctx.provenance)
+                  fars=snakemake.params.fars, out_html=snakemake.output.html,
+                  provenance=ctx.provenance)

@@ -3,10 +3,12 @@
 from pathlib import Path
 
 from facecast.datasets.synthetic import generate_dataset
+from facecast.labels.noise import DEMO_LABEL_NOISE
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
     options = {k: v for k, v in snakemake.params.synthetic.items() if k != "seed"}
+    options.setdefault("label_noise", DEMO_LABEL_NOISE)  # issue 14: planted annotation noise
     generate_dataset(
         Path(snakemake.output.truth).parent,
         seed=int(snakemake.params.seed),

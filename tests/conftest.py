@@ -12,7 +12,10 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
+#: Test photos vendored into the repository (see tests/data/README.md for their source).
+TEST_DATA = REPO / "tests" / "data"
+#: The project's one-node SLURM helper (documented in docs/SCALE.md).
+LOCAL_SLURM = REPO / "tests" / "slurm" / "local-slurm"
 
 
 @pytest.fixture(scope="session")
@@ -22,9 +25,13 @@ def repo_root() -> Path:
 
 @pytest.fixture(scope="session")
 def shared_fixtures() -> Path:
-    """../shared/fixtures: faces/<person>/1.jpg (four people) and multiface.jpg."""
-    assert SHARED_FIXTURES.is_dir(), f"missing {SHARED_FIXTURES}"
-    return SHARED_FIXTURES
+    """tests/data: faces/<person>/1.jpg (four people) and multiface.jpg, at most 640 px.
+
+    The name is historical (the photos used to live outside the repository); everything
+    the tests read is inside it.
+    """
+    assert TEST_DATA.is_dir(), f"missing {TEST_DATA}"
+    return TEST_DATA
 
 
 def tiny_demo_config(**overrides) -> dict:

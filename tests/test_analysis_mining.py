@@ -95,8 +95,9 @@ def test_same_seed_gives_a_byte_identical_file_and_another_seed_differs(pool, tm
     # CAST lists: 11 files, genuine first, paths from the manifest
     lists = read_cast_lists(tmp_path / "a")
     assert sorted(set(lists.fold)) == sorted([*map(str, range(10)), "val"])
-    for _, g in lists.groupby("fold"):
-        assert g.label.tolist() == [1] * 8 + [0] * 8
+    for f, g in lists.groupby("fold"):
+        # test folds: genuine first; val: CAST's ten blocks (8 + 8 -> 1 + 1 in 8 blocks)
+        assert g.label.tolist() == ([1, 0] * 8 if f == "val" else [1] * 8 + [0] * 8)
     # pairs.txt: LFW layout, 10 folds x 8 per class; numbers are positions in the identity
     lfw_lines = (tmp_path / "a/pairs.txt").read_text().splitlines()
     assert lfw_lines[0] == "10\t8" and len(lfw_lines) == 1 + 10 * 16

@@ -9,11 +9,18 @@ import pandas as pd
 import pytest
 from conftest import copy_workdir, run_snakemake
 
+from facecast.analysis.filtering import CAST_NO_OP_DESCRIPTION
 from facecast.parquet_io import read_parquet
 
 
 def _sha(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _pairs_lost(report: dict) -> int:
+    """Genuine pairs of subset images without a reference embedding (none on the demo)."""
+    assert report["n_without_embedding"] == 0
+    return 0
 
 
 @pytest.mark.slow
@@ -22,8 +29,8 @@ def test_benchmarks_mining_and_evaluation_on_the_demo(demo_run, tmp_path):
     res = work / "results/demo"
 
     assert (res / "benchmarks/blurry/description.txt").read_text() == \
-        "attribute: label_blur lower_quartile: 0.7 upper_quartile: 1.0\n"
-    assert (res / "benchmarks/random/description.txt").read_text() == ""
+        "attribute: label_blur lower_quartile: 0.7 upper_quartile: 1\n"
+    assert (res / "benchmarks/random/description.txt").read_text() == CAST_NO_OP_DESCRIPTION
     for bench in cfg["evaluate"]["benchmarks"]:
         pairs = read_parquet(res / f"benchmarks/{bench}/pairs.parquet")
         report = json.loads((res / f"benchmarks/{bench}/mining_report.json").read_text())
@@ -34,11 +41,22 @@ def test_benchmarks_mining_and_evaluation_on_the_demo(demo_run, tmp_path):
             assert pairs.ref_score.between(lo - 1e-6, hi + 1e-6).all()
         assert ((pairs.identity_a == pairs.identity_b) == (pairs.label == 1)).all()
         assert report["genuine"]["selected"] == int((pairs.label == 1).sum())
-        # a demo subset that cannot supply the folds reports the shortfall
         mining = {**cfg["mining"], **cfg["benchmarks"][bench].get("mining", {})}
-        wanted = (mining["n_folds"] + int(mining["val_fold"])) * (
-            mining["n_genuine"] + mining["n_impostor"])
-        assert report["shortfall"] == (len(pairs) < wanted)
+        if mining.get("mode", "band") == "all":
+            # the exhaustive protocol: every genuine pair of the subset, never a shortfall
+            sub = read_parquet(res / f"benchmarks/{bench}/subset.parquet")
+            sizes = sub.identity.value_counts()
+            n_gen = int((sizes * (sizes - 1) // 2).sum()) - _pairs_lost(report)
+            assert report["mode"] == "all" and report["shortfall"] is False
+            assert report["genuine"]["selected"] == n_gen
+            assert report["impostor"]["selected"] == min(
+                mining["n_impostor"] or report["impostor"]["available"],
+                report["impostor"]["available"])
+        else:
+            # a demo subset that cannot supply the folds reports the shortfall
+            wanted = (mining["n_folds"] + int(mining["val_fold"])) * (
+                mining["n_genuine"] + mining["n_impostor"])
+            assert report["shortfall"] == (len(pairs) < wanted)
         scored = read_parquet(res / f"eval/lbp/{bench}.parquet")
         assert len(scored) == len(pairs) and "score" in scored
         lines = (res / f"benchmarks/{bench}/0.list").read_text().splitlines()

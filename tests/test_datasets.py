@@ -82,7 +82,7 @@ def test_bad_rows_keep_a_status(tmp_path: Path) -> None:
     m = finalize_manifest(raw, root, shard_size=10).set_index("image_id")
     assert len(m) == 7
     assert m.loc["a/1.jpg", "status"] == "ok"
-    assert m.loc["a/1.jpg#dup1", "status"] == "duplicate"
+    assert m.loc["a/1.jpg//dup1", "status"] == "duplicate"
     assert m.loc["a/missing.jpg", "status"] == "missing"
     outside = m[m["status"] == "outside_root"]
     assert len(outside) == 2 and all("escapes" in msg for msg in outside["message"])
@@ -201,3 +201,129 @@ def test_missing_root_is_clear_error(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="does not exist"):
         build_manifest({"kind": "folder", "root": str(tmp_path / "nope")}, tmp_path,
                        tmp_path / "m.parquet")
+
+
+# --- issue 16: hostile rows never crash ingest, never share an id -----------------------
+
+def test_generated_ids_cannot_collide_with_real_files(tmp_path: Path) -> None:
+    """A real file named like a duplicate's id keeps its own row (issue 16.1)."""
+    root = tmp_path / "root"
+    _img(root / "p" / "x.jpg")
+    (root / "p" / "x.jpg#dup1").write_bytes((root / "p" / "x.jpg").read_bytes())
+    raw = pd.DataFrame({"path": ["p/x.jpg", "p/x.jpg", "p/x.jpg#dup1", "p//x.jpg", "", None],
+                        "identity": ["p"] * 6})
+    m = finalize_manifest(raw, root, shard_size=10)
+    assert m["image_id"].is_unique
+    by_id = m.set_index("image_id")
+    assert by_id.loc["p/x.jpg#dup1", "status"] == "ok"  # the real file is not shadowed
+    assert by_id.loc["p/x.jpg", "status"] == "ok"
+    assert list(m["status"]) == ["ok", "duplicate", "ok", "duplicate", "no_path", "no_path"]
+    assert all("//" in i for i in m["image_id"][[1, 3, 4, 5]])
+    assert not any("//" in p for p in m["path"])  # paths stay plain
+
+
+def test_bad_cells_become_row_statuses_with_the_csv_line(tmp_path: Path) -> None:
+    """Empty path and a too-long name are row statuses naming the line (issue 16.2)."""
+    root = tmp_path / "data"
+    _img(root / "p1" / "a.png")
+    long_name = "n" * 300 + ".jpg"
+    csv = tmp_path / "m.csv"
+    # line 3 holds a quoted newline, so the rows after it start one line later
+    csv.write_text("path,identity\np1/a.png,p1\n\"p1/b\nc.png\",p1\n,p1\n"
+                   f"p1/{long_name},p1\n", encoding="utf-8")
+    m = build_manifest({"kind": "table", "root": str(root), "manifest": str(csv),
+                        "shard_size": 10}, tmp_path, tmp_path / "m.parquet")
+    assert len(m) == 4 and m["image_id"].is_unique
+    assert list(m["status"]) == ["ok", "missing", "no_path", "unreadable"]
+    assert m["message"][1].startswith(f"{csv}:3: file not found")
+    assert m["message"][2] == f"{csv}:5: empty path"
+    assert m["message"][3].startswith(f"{csv}:6: cannot access") and "too long" in m["message"][3]
+
+
+def test_csv_with_bom_and_hostile_paths(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    _img(root / "p1" / "a.png")
+    csv = tmp_path / "m.csv"
+    csv.write_bytes("\ufeffpath,identity\n/etc/passwd,p1\n../,p1\np1/a.png,p1\n"
+                    "p1/../p1/a.png,p1\n/etc/passwd,p1\n".encode())
+    m = build_manifest({"kind": "table", "root": str(root), "manifest": str(csv),
+                        "shard_size": 10}, tmp_path, tmp_path / "m.parquet")
+    assert list(m["status"]) == ["outside_root", "outside_root", "ok", "duplicate",
+                                 "outside_root"]
+    assert m["image_id"].is_unique and m["message"][0].startswith(f"{csv}:2: path escapes")
+
+
+def test_path_through_a_folder_symlink_out_of_the_root_is_outside(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    _img(tmp_path / "elsewhere" / "secret.jpg")
+    root.mkdir()
+    (root / "door").symlink_to(tmp_path / "elsewhere")
+    m = finalize_manifest(pd.DataFrame({"path": ["door/secret.jpg"], "identity": ["x"]}), root,
+                          shard_size=5)
+    assert m["status"].iloc[0] == "outside_root"
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("true\nFalse\nno\nYES\n0\n1\n\nFALSE\n",
+     [True, False, False, True, False, True, False, False]),
+])
+def test_exclude_is_parsed_strictly(tmp_path: Path, text: str, expected: list[bool]) -> None:
+    """'no', 'False' and '0' are false, not True as astype(bool) made them (issue 16.3)."""
+    root = tmp_path / "data"
+    values = text.split("\n")[:-1]
+    lines = ["path,identity,exclude"]
+    for i, v in enumerate(values):
+        _img(root / "p" / f"{i}.png")
+        lines.append(f"p/{i}.png,p,{v}")
+    csv = tmp_path / "m.csv"
+    csv.write_text("\n".join(lines) + "\n")
+    m = build_manifest({"kind": "table", "root": str(root), "manifest": str(csv),
+                        "shard_size": 10}, tmp_path, tmp_path / "m.parquet")
+    assert list(m["exclude"]) == expected
+    # Parquet: real booleans and 0/1 integers
+    for col in ([True, False], [1, 0]):
+        pq_path = tmp_path / f"m{col[0]!r}.parquet"
+        pd.DataFrame({"path": ["p/0.png", "p/1.png"], "identity": ["p", "p"],
+                      "exclude": col}).to_parquet(pq_path)
+        m = build_manifest({"kind": "table", "root": str(root), "manifest": str(pq_path),
+                            "shard_size": 10}, tmp_path, tmp_path / "out.parquet")
+        assert list(m["exclude"]) == [True, False]
+
+
+@pytest.mark.parametrize("bad", ["maybe", "2", "nein"])
+def test_bad_exclude_value_is_an_error_naming_the_line(tmp_path: Path, bad: str) -> None:
+    csv = tmp_path / "m.csv"
+    csv.write_text(f"path,identity,exclude\na.png,p,no\nb.png,p,{bad}\n")
+    with pytest.raises(DatasetError, match=rf"m.csv:3: exclude value '{bad}' is not a boolean"):
+        build_manifest({"kind": "table", "root": str(tmp_path), "manifest": str(csv)},
+                       tmp_path, tmp_path / "m.parquet")
+
+
+def test_folder_walk_lists_every_image_like_entry(tmp_path: Path) -> None:
+    """Symlinked identity folders, hidden files, FIFOs and netpbm files get rows (16.6)."""
+    root = tmp_path / "root"
+    _img(root / "alice" / "1.jpg")
+    _img(root / "alice" / ".hidden.jpg")
+    _img(root / "carol" / "1.pgm")
+    _img(tmp_path / "outside" / "o.jpg")
+    (root / "bob").symlink_to(root / "alice")            # inside: followed, identity bob
+    (root / "eve").symlink_to(tmp_path / "outside")      # outside: one outside_root row
+    (root / "alice" / "loop").symlink_to(root / "alice")  # loop: not followed
+    (root / "alice" / "up").symlink_to(root)              # loop through the root
+    os.mkfifo(root / "alice" / "pipe.jpg")
+    (root / "alice" / "broken.jpg").symlink_to(root / "nowhere.jpg")
+    (root / "alice" / "notes.txt").write_text("not an image")
+    m = build_manifest({"kind": "folder", "root": str(root), "shard_size": 50}, tmp_path,
+                       tmp_path / "m.parquet").set_index("path")
+    st = m["status"].to_dict()
+    assert st["alice/1.jpg"] == st["alice/.hidden.jpg"] == "ok"
+    assert st["bob/1.jpg"] == "ok" and m.loc["bob/1.jpg", "identity"] == "bob"
+    assert st["carol/1.pgm"] == "ok"
+    assert st["eve"] == "outside_root" and "outside the dataset root" in m.loc["eve", "message"]
+    assert st["alice/pipe.jpg"] == "unreadable"
+    assert "not a regular file (FIFO)" in m.loc["alice/pipe.jpg", "message"]
+    assert st["alice/broken.jpg"] == "missing" and "broken symlink" in m.loc["alice/broken.jpg",
+                                                                              "message"]
+    assert not any("loop" in p or p.startswith("alice/up") for p in st)
+    assert "alice/notes.txt" not in st
+    assert m["image_id"].is_unique

@@ -63,7 +63,7 @@ def test_point_estimate_equals_unweighted_metrics():
     t = thresholds_at_fmr(imp, [1e-2])[0]
     assert s["threshold@fmr=0.01"] == pytest.approx(t)
     gen = ann.loc[ann["label"] == 1, "score"].to_numpy()
-    assert s["tar@fmr=0.01"] == pytest.approx((gen > t).mean())
+    assert s["tar@fmr=0.01"] == pytest.approx((gen >= t).mean())
     assert len(reps) == 4 and set(summ["metric"]) >= {"fdr@fmr=0.01", "garbe@fmr=0.01"}
 
 

@@ -32,7 +32,8 @@ def test_write_carries_provenance_and_is_byte_stable(tmp_path: Path) -> None:
     assert read_metadata(p1)["facecast.note"] == "hi"
     assert b"pandas" not in (pq.read_schema(p1).metadata or {})
     pd.testing.assert_frame_equal(read_parquet(p1), df, check_dtype=False)
-    assert [f.name for f in p1.parent.iterdir()] == ["t.parquet"]  # no temp file left
+    assert [f.name for f in p1.parent.iterdir() if f.is_file()] == ["t.parquet"]  # no temp file left
+    assert not any((p1.parent / ".tmp").iterdir())
 
 
 def test_failed_write_leaves_target_untouched(tmp_path: Path) -> None:
@@ -43,7 +44,8 @@ def test_failed_write_leaves_target_untouched(tmp_path: Path) -> None:
     with pytest.raises((pa.ArrowException, TypeError, ValueError)):
         write_parquet(pd.DataFrame({"x": ["not a list"]}), target, schema=bad_schema)
     assert target.read_bytes() == before
-    assert sorted(f.name for f in tmp_path.iterdir()) == ["t.parquet"]
+    assert sorted(f.name for f in tmp_path.iterdir() if f.is_file()) == ["t.parquet"]
+    assert not any((tmp_path / ".tmp").iterdir())
 
 
 def test_stream_writer_is_atomic(tmp_path: Path) -> None:
@@ -59,7 +61,8 @@ def test_stream_writer_is_atomic(tmp_path: Path) -> None:
         with ParquetStreamWriter(tmp_path / "t.parquet", schema) as w:
             w.write(pd.DataFrame({"image_id": ["a"], "v": [1.0]}))
             raise RuntimeError("boom")
-    assert sorted(f.name for f in tmp_path.iterdir()) == ["s.parquet"]
+    assert sorted(f.name for f in tmp_path.iterdir() if f.is_file()) == ["s.parquet"]
+    assert not any((tmp_path / ".tmp").iterdir())
 
 
 def test_inspect_directory_of_shards(tmp_path: Path) -> None:
@@ -71,3 +74,50 @@ def test_inspect_directory_of_shards(tmp_path: Path) -> None:
     assert "files: 3" in text and "rows: 6" in text
     assert "<10 bytes>" in text and "binary, 3 values" in text
     assert "min 0.5" in text and "no_face=3" in text
+
+
+_KILLED_WRITER = """
+import os, sys
+import pandas as pd, pyarrow as pa
+from facecast.parquet_io import ParquetStreamWriter, write_parquet
+from facecast.atomic import atomic_path
+folder = sys.argv[1]
+w = ParquetStreamWriter(folder + "/00001.parquet", pa.schema([("image_id", pa.string())]))
+w.write(pd.DataFrame({"image_id": ["a"]}))
+cm = atomic_path(folder + "/00002.parquet")
+tmp = cm.__enter__()
+open(tmp, "wb").write(b"PAR1")
+os._exit(9)  # killed mid-write: no cleanup runs
+"""
+
+
+def test_killed_writers_leave_nothing_a_shard_glob_sees(tmp_path: Path) -> None:
+    """Temporaries live in .tmp/ (no `faces/*.parquet` glob sees them) and the next write
+    of the same target removes the stale ones (issue 16.5)."""
+    import fnmatch
+    import os
+    import subprocess
+    import sys
+
+    def shard_glob() -> list[str]:  # DuckDB's '*.parquet': hidden names match too
+        return sorted(fnmatch.filter(os.listdir(folder), "*.parquet"))
+
+    folder = tmp_path / "faces"
+    write_parquet(pd.DataFrame({"image_id": ["z"]}), folder / "00000.parquet")
+    # a leftover of the old layout (beside the shard) and two killed writers of today's
+    (folder / ".00003.tmp-4242-deadbeef.parquet").write_bytes(b"PAR1")
+    proc = subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(folder)])
+    assert proc.returncode == 9
+    stale = sorted(p.name for p in (folder / ".tmp").iterdir())
+    assert len(stale) == 2 and all(n.startswith((".00001.tmp-", ".00002.tmp-")) for n in stale)
+    # the killed writers' temporaries are invisible to the glob; the old-layout one is not
+    assert shard_glob() == [".00003.tmp-4242-deadbeef.parquet", "00000.parquet"]
+    assert len(pq.read_table(folder)) == 1  # pyarrow skips hidden files and folders
+    # the rerun of each job writes its shard and removes its own stale temporaries
+    for shard in ("00001", "00002", "00003"):
+        write_parquet(pd.DataFrame({"image_id": [shard]}), folder / f"{shard}.parquet")
+    assert list((folder / ".tmp").iterdir()) == []
+    assert sorted(p.name for p in folder.iterdir() if p.is_file()) == [
+        "00000.parquet", "00001.parquet", "00002.parquet", "00003.parquet"]
+    assert shard_glob() == ["00000.parquet", "00001.parquet", "00002.parquet", "00003.parquet"]
+    assert len(pq.read_table(folder)) == 4  # pyarrow's dataset reader agrees

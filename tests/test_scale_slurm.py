@@ -1,6 +1,6 @@
 """The SLURM profile on a real scheduler: a one-node SLURM cluster on this machine.
 
-``../shared/tools/local-slurm start`` installs (first time, via apt-get) and starts
+``tests/slurm/local-slurm start`` (the project's one-node SLURM helper) installs (first time, via apt-get) and starts
 munge, MariaDB, slurmdbd, slurmctld and slurmd with one partition ``cpu``; the test runs
 ``rule all`` of the tiny demo with ``--profile profiles/slurm --profile
 profiles/test-slurm`` and checks that
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import LOCAL_SLURM, REPO
 from scale_support import (
     artifact_digest,
     diff_digests,
@@ -37,7 +37,6 @@ from scale_support import (
     snakemake_cmd,
 )
 
-LOCAL_SLURM = REPO.parent / "shared" / "tools" / "local-slurm"
 LOCAL_RULES = {"all", "faces_index", "embed_index"}   # localrules of the workflow
 JOB_HEADER = re.compile(r"^\s*(local)?(rule|checkpoint) (\w+):\s*$")
 

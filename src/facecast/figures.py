@@ -5,13 +5,16 @@ out ``matplotlib.pyplot``. :func:`save_figure` writes a figure like
 :func:`facecast.parquet_io.write_parquet` writes tables: to a hidden temporary name
 beside the target, renamed into place when complete, so an interrupted job never leaves
 a half-written PNG under its real name. Creation dates and software versions are left
-out of the file metadata, so the same data gives the same bytes.
+out of the file metadata, and SVG ids (clip paths, glyphs) are hashed with a fixed salt
+(matplotlib's ``svg.hashsalt``) instead of a random one, so the same data gives the same
+bytes in every format.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,10 @@ from facecast.atomic import atomic_path
 
 #: metadata keys that would change between runs (per output format)
 _STABLE_METADATA = {".png": {"Software": None}, ".svg": {"Date": None, "Creator": None},
-                    ".pdf": {"CreationDate": None, "Producer": None, "Creator": None}}
+                    ".pdf": {"CreationDate": None, "Producer": None, "Creator": None},
+                    ".eps": {"Creator": "facecast"}, ".ps": {"Creator": "facecast"}}
+#: rcParams that make output bytes independent of the run (SVG ids are otherwise random)
+STABLE_RC = {"svg.hashsalt": "facecast", "svg.id": None}
 
 
 def pyplot() -> Any:
@@ -32,6 +38,19 @@ def pyplot() -> Any:
     return plt
 
 
+@contextlib.contextmanager
+def _fixed_ps_date(suffix: str) -> Iterator[None]:
+    """PostScript writes the wall-clock time unless SOURCE_DATE_EPOCH is set: pin it."""
+    if suffix not in (".eps", ".ps") or os.environ.get("SOURCE_DATE_EPOCH"):
+        yield
+        return
+    os.environ["SOURCE_DATE_EPOCH"] = "0"
+    try:
+        yield
+    finally:
+        os.environ.pop("SOURCE_DATE_EPOCH", None)
+
+
 def save_figure(fig: Any, paths: str | os.PathLike | Iterable[str | os.PathLike], *,
                 dpi: int = 110, close: bool = True) -> list[Path]:
     """Write ``fig`` to each path (format from the suffix) atomically; close it after.
@@ -41,10 +60,14 @@ def save_figure(fig: Any, paths: str | os.PathLike | Iterable[str | os.PathLike]
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     written = []
+    plt = pyplot()
     for path in map(Path, paths):
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=dpi, metadata=_STABLE_METADATA.get(path.suffix.lower()))
+        suffix = path.suffix.lower()
+        with (atomic_path(path) as tmp, plt.rc_context(STABLE_RC), _fixed_ps_date(suffix),
+              open(tmp, "wb") as fh):  # a file object: PostScript titles are file names
+            fig.savefig(fh, dpi=dpi, format=suffix.lstrip(".") or None,
+                        metadata=_STABLE_METADATA.get(suffix))
         written.append(path)
     if close:
-        pyplot().close(fig)
+        plt.close(fig)
     return written

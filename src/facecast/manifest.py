@@ -7,17 +7,29 @@ a stable ``image_id`` and a shard; :func:`write_manifest` writes it with one Par
 group per shard and the shard list in the footer, so that per-shard jobs read only their
 rows and building the DAG reads no rows at all.
 
-Statuses: ``ok``; ``missing`` (no such file); ``unreadable`` (exists, cannot be opened);
-``outside_root`` (path escapes the dataset root); ``duplicate`` (path already listed; the
-first occurrence keeps ``ok``); ``no_identity`` (no identity given). Rows with a status
-other than ``ok`` are kept and flow through every later stage with that status.
+Statuses: ``ok``; ``missing`` (no such file); ``unreadable`` (exists but cannot be read:
+no permission, not a regular file (FIFO, socket, device), a name the file system refuses
+(component over 255 bytes), a name that is not valid UTF-8); ``outside_root`` (path escapes
+the dataset root, also through a symlink anywhere on the way); ``duplicate`` (path already
+listed; the first occurrence keeps ``ok``); ``no_identity`` (no identity given);
+``no_path`` (empty path cell). Rows with a status other than ``ok`` are kept and flow
+through every later stage with that status. Messages of table manifests name the file
+and line.
+
+``image_id`` is the normalised path (relative to the root; for paths outside the root the
+normalised path as given). Ids the manifest has to invent contain ``//``, which no
+normalised path contains, so they can never equal a real file's id: a duplicate path gets
+``<path>//dup<k>``, an empty path ``(no path)//row<n>`` (``n`` = 1-based row), a name that
+is not valid UTF-8 ``<name with \\x escapes>//not-utf8``.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-from collections.abc import Iterable
+import stat
+from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -32,6 +44,10 @@ MANIFEST_COLUMNS = [
     "status", "message", "single_image",
 ]
 SHARD_DIGITS = 5
+#: separator of generated ids; never part of a normalised path (see the module docstring)
+ID_SEP = "//"
+_TRUE = frozenset({"true", "1", "yes"})
+_FALSE = frozenset({"false", "0", "no"})
 
 
 class DatasetError(ValueError):
@@ -43,24 +59,124 @@ def shard_name(index: int) -> str:
     return f"{index:0{SHARD_DIGITS}d}"
 
 
-def _relative_inside(root: Path, raw: str) -> tuple[str, str | None]:
-    """Return (posix path relative to root, error) for ``raw``; error if it escapes root."""
+def _is_blank(value: Any) -> bool:
+    """True for a missing path cell: None, NaN or the empty string."""
+    if value is None:
+        return True
+    if isinstance(value, float) and np.isnan(value):
+        return True
+    return isinstance(value, str) and value == ""
+
+
+def parse_bool(values: Iterable[Any], where: Callable[[int], str],
+               column: str = "exclude") -> np.ndarray:
+    """Strict booleans: True/False, 1/0, or the strings true/false, yes/no, 1/0 (any case).
+
+    Missing values (None, NaN, empty string) are False. Anything else raises
+    :class:`DatasetError` naming the value and its place (``where(i)``: the label of value
+    ``i``, e.g. ``m.csv:7``).
+    """
+    vals = list(values)
+    out = np.zeros(len(vals), dtype=bool)
+    for i, v in enumerate(vals):
+        if _is_blank(v) or v is pd.NA:
+            continue
+        if isinstance(v, (bool, np.bool_)):
+            out[i] = bool(v)
+            continue
+        if isinstance(v, (int, np.integer, float, np.floating)) and v in (0, 1):
+            out[i] = bool(v)
+            continue
+        text = str(v).strip().lower() if isinstance(v, str) else None
+        if text in _TRUE:
+            out[i] = True
+        elif text in _FALSE or text == "":
+            out[i] = False
+        else:
+            raise DatasetError(f"{where(i)}: {column} value {v!r} is not a boolean; use true/false, "
+                               f"yes/no or 1/0 (any case; empty = false)")
+    return out
+
+
+def _normalise(root: Path, raw: str) -> tuple[str, str, str | None]:
+    """(path column, id base, error) for ``raw``: relative posix path inside ``root``.
+
+    Lexical only (no file system access). Paths escaping the root keep ``raw`` as their
+    path and their normalised form as id base.
+    """
     p = Path(raw)
     full = p if p.is_absolute() else root / p
+    resolved = Path(os.path.normpath(full))
     try:
-        resolved = Path(os.path.normpath(full))
         rel = resolved.relative_to(root)
     except ValueError:
-        return raw, f"path escapes the dataset root {root}"
+        return raw, os.path.normpath(raw), f"path escapes the dataset root {root}"
     if str(rel) in ("", "."):
-        return raw, "path is the dataset root itself"
-    # symlinks may point outside; check the real target too
-    if full.is_symlink():
+        return raw, os.path.normpath(raw), "path is the dataset root itself"
+    rel_posix = PurePosixPath(*rel.parts).as_posix()
+    return rel_posix, rel_posix, None
+
+
+class _RealPaths:
+    """Symlink checks against the real dataset root, caching each directory's real path."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.real_root = os.path.realpath(root)
+        self._dirs: dict[str, str] = {}
+
+    def _inside(self, real: str) -> bool:
+        return real == self.real_root or real.startswith(self.real_root.rstrip(os.sep) + os.sep)
+
+    def escape(self, rel: str) -> str | None:
+        """Why ``root/rel`` leads outside the root through a symlink, or None."""
+        full = os.path.join(self.root, rel)
+        parent = os.path.dirname(full)
+        real_parent = self._dirs.get(parent)
+        if real_parent is None:
+            real_parent = self._dirs[parent] = os.path.realpath(parent)
+        if not self._inside(real_parent):
+            return "a directory symlink on the path leads outside the dataset root"
         try:
-            Path(os.path.realpath(full)).relative_to(os.path.realpath(root))
-        except ValueError:
-            return raw, "symlink target escapes the dataset root"
-    return PurePosixPath(*rel.parts).as_posix(), None
+            is_link = stat.S_ISLNK(os.lstat(full).st_mode)
+        except OSError:
+            return None  # missing or refused: reported by the file check
+        if is_link and not self._inside(os.path.realpath(full)):
+            return "symlink target escapes the dataset root"
+        return None
+
+
+def _file_problem(full: Path) -> tuple[str, str] | None:
+    """(status, reason) when ``full`` cannot be read as a regular file, else None."""
+    try:
+        st = os.stat(full)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            if os.path.islink(full):
+                return "missing", f"broken symlink: {full}"
+            return "missing", f"file not found: {full}"
+        return "unreadable", f"cannot access {full}: {exc.strerror or exc}"
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("FIFO" if stat.S_ISFIFO(st.st_mode) else "socket" if stat.S_ISSOCK(st.st_mode)
+                else "directory" if stat.S_ISDIR(st.st_mode) else "device or special file")
+        return "unreadable", f"not a regular file ({kind}): {full}"
+    if not os.access(full, os.R_OK):
+        return "unreadable", f"file not readable: {full}"
+    return None
+
+
+def _row_labels(raw: pd.DataFrame) -> Callable[[int], str]:
+    """Where raw row ``i`` came from: ``<file>:<line>`` when the adapter says, else ``""``.
+
+    Adapters set ``raw.attrs["source"]`` (a file name) and a ``source_line`` column.
+    """
+    src = raw.attrs.get("source")
+    if src and "source_line" in raw:
+        lines = raw["source_line"].to_numpy()
+        return lambda i: f"{src}:{int(lines[i])}"
+    if src:
+        return lambda i: f"{src}: row {i + 1}"
+    return lambda i: ""
 
 
 def finalize_manifest(
@@ -75,13 +191,16 @@ def finalize_manifest(
 
     ``raw`` needs ``path`` and ``identity``; ``split``, ``exclude``, ``status``,
     ``message`` and ``label_*`` columns are kept when present. ``image_id`` is the path
-    relative to the root (posix); a duplicate path gets ``<path>#dup<k>``. Shards are
-    consecutive blocks of ``shard_size`` rows in the adapter's (deterministic) order.
+    relative to the root (posix); generated ids (duplicates, empty paths) contain ``//``
+    and so never equal a path (module docstring). Shards are consecutive blocks of
+    ``shard_size`` rows in the adapter's (deterministic) order. Messages of problems found
+    here start with the row's place (``m.csv:7: ...``) when the adapter recorded it.
     """
     if "path" not in raw or "identity" not in raw:
         raise DatasetError("a manifest needs 'path' and 'identity' columns")
     root = Path(os.path.normpath(Path(root).absolute()))
     n = len(raw)
+    where = _row_labels(raw)
     df = raw.reset_index(drop=True).copy()
     status = (df["status"].astype(object).where(df["status"].notna(), "ok")
               if "status" in df else pd.Series(["ok"] * n, dtype=object))
@@ -90,49 +209,90 @@ def finalize_manifest(
     status = np.array(status.tolist(), dtype=object)
     message = np.array(message.astype(str).tolist(), dtype=object)
 
+    def flag(i: int, st: str, msg: str) -> None:
+        if status[i] == "ok":
+            status[i], message[i] = st, (f"{where(i)}: {msg}" if where(i) else msg)
+
     rel_paths = np.empty(n, dtype=object)
-    for i, p in enumerate(df["path"].astype(str).tolist()):
-        rel, err = _relative_inside(root, p)
-        rel_paths[i] = rel
-        if err and status[i] == "ok":
-            status[i], message[i] = "outside_root", err
+    id_base = np.empty(n, dtype=object)
+    real = _RealPaths(root)
+    for i, p in enumerate(df["path"].tolist()):
+        if _is_blank(p):
+            rel_paths[i], id_base[i] = "", f"(no path){ID_SEP}row{i + 1}"
+            flag(i, "no_path", "empty path")
+            continue
+        p = str(p)
+        try:
+            p.encode("utf-8")
+        except UnicodeEncodeError:  # undecodable bytes from the file system (surrogateescape)
+            shown = os.fsencode(p).decode("utf-8", "backslashreplace")
+            rel_paths[i], id_base[i] = shown, f"{shown}{ID_SEP}not-utf8"
+            flag(i, "unreadable", "file name is not valid UTF-8 (shown with \\x escapes)")
+            continue
+        if "\x00" in p:
+            shown = p.replace("\x00", "\\x00")
+            rel_paths[i], id_base[i] = shown, f"{shown}{ID_SEP}nul"
+            flag(i, "unreadable", "path contains a NUL character")
+            continue
+        rel, base, err = _normalise(root, p)
+        rel_paths[i], id_base[i] = rel, base
+        if err:
+            flag(i, "outside_root", err)
+            continue
+        if status[i] == "ok":
+            try:
+                err = real.escape(rel)
+            except (OSError, ValueError) as exc:
+                flag(i, "unreadable", f"cannot resolve the path: {exc}")
+                continue
+            if err:
+                flag(i, "outside_root", err)
 
     identity = df["identity"].astype(object).where(df["identity"].notna(), "")
     identity = identity.astype(str).str.strip().to_numpy(dtype=object)
     for i in np.flatnonzero(identity == ""):
-        if status[i] == "ok":
-            status[i], message[i] = "no_identity", "no identity given for this image"
+        flag(i, "no_identity", "no identity given for this image")
 
-    # duplicates: first occurrence stays, later ones flagged, ids made unique
-    image_id = rel_paths.copy()
+    # duplicates: first occurrence stays, later ones flagged; generated ids contain '//'
+    image_id = id_base.copy()
     seen: dict[str, int] = {}
-    for i, p in enumerate(rel_paths):
+    for i, p in enumerate(id_base):
         k = seen.get(p, 0)
         seen[p] = k + 1
         if k:
-            image_id[i] = f"{p}#dup{k}"
-            if status[i] == "ok":
-                status[i], message[i] = "duplicate", f"path listed {k + 1} times; first kept"
+            image_id[i] = f"{p}{ID_SEP}dup{k}"
+            flag(i, "duplicate", f"path listed {k + 1} times; first kept")
 
     if check_files:
         for i in np.flatnonzero(status == "ok"):
-            full = root / rel_paths[i]
-            if not full.is_file():
-                status[i], message[i] = "missing", f"file not found: {full}"
-            elif not os.access(full, os.R_OK):
-                status[i], message[i] = "unreadable", f"file not readable: {full}"
+            problem = _file_problem(root / rel_paths[i])
+            if problem:
+                flag(i, *problem)
 
+    if "exclude" in df:
+        excl = df["exclude"]
+        exclude = (excl.fillna(False).to_numpy(dtype=bool) if excl.dtype == bool
+                   else parse_bool(excl.tolist(), lambda i: where(i) or f"row {i + 1}"))
+    else:
+        exclude = np.zeros(n, bool)
+    split = (df["split"].astype(object).where(df["split"].notna(), "unknown").astype(str)
+             if "split" in df else pd.Series(["all"] * n))
     out = pd.DataFrame({
         "image_id": image_id.astype(str),
         "path": rel_paths.astype(str),
         "identity": identity.astype(str),
-        "split": (df["split"].astype(str) if "split" in df else pd.Series(["all"] * n)).to_numpy(),
+        "split": split.to_numpy(),
         "shard": [shard_name(i // shard_size) for i in range(n)],
-        "exclude": (df["exclude"].fillna(False).astype(bool) if "exclude" in df
-                    else pd.Series(np.zeros(n, bool))).to_numpy(),
+        "exclude": exclude,
         "status": status.astype(str),
         "message": message.astype(str),
     })
+    dup_ids = out["image_id"].duplicated(keep=False)
+    if dup_ids.any():  # cannot happen by construction; never write an ambiguous manifest
+        rows = np.flatnonzero(dup_ids.to_numpy())[:2]
+        raise DatasetError(f"rows {rows[0] + 1} and {rows[1] + 1} ({where(rows[0])} "
+                           f"{where(rows[1])}) get the same image_id "
+                           f"{out['image_id'].iloc[rows[0]]!r}")
     exclude_set = set(exclude_paths)
     if exclude_set:
         out["exclude"] |= out["path"].isin(exclude_set).to_numpy()

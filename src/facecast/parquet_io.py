@@ -2,9 +2,10 @@
 
 Every artifact carries provenance in its schema metadata under the key ``facecast``
 (a JSON object: facecast version, config hash, seed, stage, and model name/weights
-checksum where a model ran). Writes are atomic: the table goes to a hidden temporary
-file beside the target and is renamed into place, so an interrupted job never leaves a
-partial Parquet that a later stage could read as complete.
+checksum where a model ran). Writes are atomic: the table goes to a temporary file in a
+hidden ``.tmp/`` folder beside the target and is renamed into place, so an interrupted job
+never leaves a partial Parquet that a later stage (or a ``faces/*.parquet`` glob) could
+read as complete; see :mod:`facecast.atomic`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from facecast import __version__
-from facecast.atomic import atomic_path, temp_path
+from facecast.atomic import atomic_path, prepare_temp
 
 PROVENANCE_KEY = b"facecast"
 
@@ -96,9 +97,8 @@ class ParquetStreamWriter:
                  provenance: Mapping[str, Any] | None = None,
                  metadata: Mapping[str, str] | None = None) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.schema = _with_metadata(schema.empty_table(), provenance, metadata).schema
-        self._tmp = temp_path(self.path)
+        self._tmp = prepare_temp(self.path)
         self._writer = pq.ParquetWriter(self._tmp, self.schema, compression="zstd")
 
     def write(self, data: pd.DataFrame | pa.Table | pa.RecordBatch) -> None:

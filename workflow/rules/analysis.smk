@@ -49,6 +49,8 @@ rule benchmark_subset:
         ),
     params:
         filters=lambda wc: config["benchmarks"][wc.bench].get("filters", []),
+        rank_method=lambda wc: config["benchmarks"][wc.bench].get("rank_method", "facecast"),
+        statuses=config["mining"].get("statuses", ["ok"]),
     wildcard_constraints:
         bench=eval_targets.name_regex(eval_targets.benchmark_names(config)),
     log:

@@ -2,7 +2,10 @@
 # pairs.txt as `lfw`, imported CAST .list folders / pairs.txt files) -> scores, metrics,
 # ROC/DET; then a models x benchmarks summary. Logic: facecast.evaluate.
 # Rerun one benchmark: snakemake results/<ds>/eval/<model>/<bench>.parquet
+# Params carry only what each job reads (evaluate.stage.job_config; one import's spec), so
+# editing one evaluate.imports entry reruns that protocol's jobs only.
 import facecast.evaluate.targets as eval_targets
+from facecast.evaluate.stage import job_config as eval_job_config
 
 
 rule import_protocol:
@@ -12,6 +15,8 @@ rule import_protocol:
         pairs="results/{ds}/protocols/{proto}.parquet",
     params:
         spec=lambda wc: eval_targets.imports(config)[wc.proto],
+        n_folds=config["evaluate"]["n_folds"],
+        seed=config["seed"],
     wildcard_constraints:
         proto=eval_targets.name_regex(list(eval_targets.imports(config))),
     log:
@@ -45,7 +50,7 @@ rule evaluate_benchmark:
             labels={"model": "{model}", "plot": "DET"},
         ),
     params:
-        cfg=config["evaluate"],
+        cfg=eval_job_config(config["evaluate"], config["seed"]),
         out_dir=lambda wc: f"results/{wc.ds}/eval/{wc.model}/{wc.bench}",
     wildcard_constraints:
         bench=eval_targets.name_regex(
@@ -70,6 +75,13 @@ rule evaluate_summary:
             caption="../report/eval_table.rst",
             category="Evaluation",
             subcategory="{ds}",
+            labels={"table": "models x benchmarks (Markdown)"},
+        ),
+        html=report(
+            "results/{ds}/eval/summary.html",
+            caption="../report/eval_table.rst",
+            category="Evaluation",
+            subcategory="{ds}",
             labels={"table": "models x benchmarks"},
         ),
     params:
@@ -82,6 +94,27 @@ rule evaluate_summary:
         "../../envs/cpu.yaml"
     script:
         "../../scripts/evaluate_summary.py"
+
+
+rule pair_stats_html:
+    input:
+        stats="results/{ds}/benchmarks/{bench}/pair_stats.tsv",
+    output:
+        html=report(
+            "results/{ds}/benchmarks/{bench}/pair_stats.html",
+            caption="../report/benchmark_pairs.rst",
+            category="Benchmarks",
+            subcategory="{ds}",
+            labels={"benchmark": "{bench}", "file": "pairs per fold (table)"},
+        ),
+    wildcard_constraints:
+        bench=eval_targets.name_regex(eval_targets.benchmark_names(config)),
+    log:
+        "results/{ds}/logs/analysis/pair_stats_html_{bench}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/evaluate_pair_stats_html.py"
 
 
 DEFAULT_TARGETS.append(lambda ds: eval_targets.evaluate_targets(config, ds))

@@ -47,6 +47,10 @@ rule fairness:
         groups="results/{ds}/fairness/{model}/{protocol}/groups.parquet",
         thresholds="results/{ds}/fairness/{model}/{protocol}/thresholds.parquet",
         report="results/{ds}/fairness/{model}/{protocol}/report.md",
+        report_html=report(
+            f"{FAIRNESS_DIR}/report.html",
+            **fairness_targets.report_kw("report.html", "fairness_tables"),
+        ),
         groups_csv=report(
             f"{FAIRNESS_DIR}/groups.csv",
             **fairness_targets.report_kw("groups.csv", "fairness_tables"),
@@ -106,6 +110,11 @@ rule fairness_leaderboard:
         "results/{ds}/fairness/leaderboard/{protocol}/most_discriminated.parquet",
         "results/{ds}/fairness/leaderboard/{protocol}/most_discriminated.csv",
         markdown="results/{ds}/fairness/leaderboard/{protocol}/leaderboard.md",
+        html=report(
+            "results/{ds}/fairness/leaderboard/{protocol}/leaderboard.html",
+            caption="../report/fairness_tables.rst", category="Fairness",
+            subcategory="{ds} / {protocol}", labels={"model": "all", "file": "leaderboard"},
+        ),
     wildcard_constraints:
         protocol=r"[^/]+",
     log:

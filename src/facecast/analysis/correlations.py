@@ -12,7 +12,7 @@ non-missing values (average ranks), which equals pandas' Spearman when no values
 (pandas re-ranks each pair's complete rows); it needs one column of ranks per attribute in
 memory, so it is limited to ``spearman_max_rows`` rows.
 
-Rows with ``status`` other than ``ok`` are left out (their attributes are missing anyway).
+Rows with ``status`` other than ``ok`` (or ``aligned_input``: pre-aligned input) are left out (their attributes are missing anyway).
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from facecast.parquet_io import write_parquet
 
 log = logging.getLogger(__name__)
 
+#: faces statuses whose rows count: ``aligned_input`` is pre-aligned input (detector none)
+USABLE = pa.array(["ok", "aligned_input"])
 NON_ATTRIBUTE_COLUMNS = {"image_id", "identity", "split", "exclude", "status", "message",
                          "shard", "path", "single_image"}
 
@@ -125,7 +127,7 @@ def _batches(path: str | os.PathLike, columns: list[str], batch_size: int
                       desc="correlations", mininterval=5):
         tbl = pa.Table.from_batches([batch])
         if has_status:
-            tbl = tbl.filter(pc.equal(tbl.column("status"), "ok"))
+            tbl = tbl.filter(pc.is_in(tbl.column("status"), value_set=USABLE))
         yield np.column_stack([tbl.column(c).cast(pa.float64()).fill_null(np.nan)
                                .to_numpy(zero_copy_only=False) for c in columns]) \
             if tbl.num_rows else np.empty((0, len(columns)))

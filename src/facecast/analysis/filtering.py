@@ -3,23 +3,44 @@
 A filter is a mapping ``{attribute, mode, low, high}`` or ``{attribute, mode: class, value}``:
 
 * ``rank``: keep images whose percentile rank of ``attribute`` lies in ``[low, high]``
-  (fractions in [0, 1]; ``low: 0.9, high: 1.0`` is the top 10 %). Ranks are computed over
-  the benchmark pool's images that have a value of that attribute (NaN = no value, never
-  selected) as ``(average rank - 1) / (n - 1)``: the smallest value has 0, the largest 1,
-  tied values share their average rank, so a filter never splits a tie (all tied images are
-  in or all out). A pool with one valued image gives it 0.5.
+  (fractions in [0, 1]; ``low: 0.9, high: 1.0`` is the top 10 %). How ranks are formed is
+  the filter's ``rank_method`` (default: the benchmark's ``rank_method``, else
+  ``facecast``):
+
+  - ``facecast`` (default): ranks over the benchmark pool's images that have a value of
+    that attribute (NaN = no value, never selected), ``(average rank - 1) / (n - 1)``: the
+    smallest value has 0, the largest 1, tied values share their average rank, so a filter
+    never splits a tie (all tied images are in or all out; the top 10 % of a 70/30 binary
+    attribute is empty, and ``[0.3, 1.0]`` keeps exactly its 30 %). A pool with one valued
+    image gives it 0.5. Bounds are inclusive, so ``[0, 1]`` keeps every valued image.
+  - ``cast``: CAST's current ``filter.py`` selection, reproduced exactly: ``ranked =
+    np.argsort(values)`` over the WHOLE attribute table (every row, whatever its status;
+    NaN sorts last), then the positional slice ``ranked[round(N * lo / 100):round(N * hi /
+    100) - 1]`` with CAST's percent bounds ``lo = 100 * low``, ``hi = 100 * high`` and
+    ``N`` the table's row count (Python's ``round``: halves to even). Ties are split by
+    position, the slice drops the last position (``[0.9, 1.0]`` leaves out the single
+    highest row), and a top slice reaches into NaN rows when the column has NaNs. The
+    selection is then ANDed with the pool like every filter.
 * ``value``: keep ``low <= value <= high`` (raw values; NaN never selected).
 * ``class``: keep ``value == filter value`` (equality; NaN never selected).
 
-Bounds are inclusive (CAST's own code uses strict inequalities; with inclusive bounds the
-``[0, 1]`` rank filter keeps every valued image). Each filter is evaluated on the whole pool
-independently and the masks are ANDed, as CAST does. The pool: rows with ``status == ok``
-and ``exclude`` false (training identities never enter a benchmark).
+(An older CAST, ``dataset_builder/dataset_splitter.py``, turned the rank positions into
+value bounds and kept ``lower_bound < value < upper_bound`` with strict inequalities;
+CAST's current code selects positions as above.)
+
+Each filter is evaluated independently and the masks are ANDed, as CAST does. The pool:
+rows whose faces ``status`` is in ``mining.statuses`` (default ``[ok, aligned_input]``;
+``aligned_input`` only occurs with ``faces.detector: none``; add ``fallback``
+for ``faces.fallback: center_crop`` sets) and ``exclude`` false (training identities never
+enter a benchmark).
 
 ``description.txt`` is written in CAST's format, one line per filter:
 ``attribute: <name> lower_quartile: <low> upper_quartile: <high>`` (a class filter writes
-its value as both bounds; numbers are written as Python writes them, so ``1`` stays ``1``
-and ``0.0`` stays ``0.0``).
+its value as both bounds). Numbers are written as CAST's published files write them: a
+whole number without a decimal point (``1``, not ``1.0``), a zero bound as ``0.0`` (CAST's
+``CC11/random/description.txt``), any other number as Python writes it (``0.9``). A
+benchmark without filters (``random``) gets the file CAST published for its own random
+benchmark, a no-op filter written twice (:data:`CAST_NO_OP_DESCRIPTION`).
 """
 
 from __future__ import annotations
@@ -41,10 +62,33 @@ from facecast.atomic import write_text
 from facecast.parquet_io import write_parquet
 
 KEY_COLUMNS = ["image_id", "identity", "split"]
+RANK_METHODS = ("facecast", "cast")
+#: ``aligned_input`` = pre-aligned input (``faces.detector: none``), usable like ``ok``
+DEFAULT_STATUSES = ("ok", "aligned_input")
+
+#: CAST's published ``CC11/random/description.txt``, byte for byte (its no-op filter)
+CAST_NO_OP_DESCRIPTION = ("attribute: Eyeglasses lower_quartile: 0.0 upper_quartile: 1\n"
+                          "attribute: Eyeglasses lower_quartile: 0.0 upper_quartile: 1\n")
 
 
 class FilterError(ValueError):
     """A benchmark's filters are malformed or name a column the attribute table lacks."""
+
+
+def cast_number(x: Any, *, zero: str = "0.0") -> str:
+    """A bound as CAST's published files write it.
+
+    A whole number without a decimal point (``1``, not ``1.0``), a zero bound as ``zero``
+    (``0.0``, as in CAST's ``CC11/random/description.txt``), any other number as Python
+    writes it (``0.9``); strings and booleans as they are.
+    """
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+        return str(x)
+    if float(x) == 0.0:
+        return zero
+    if float(x).is_integer():
+        return str(int(x))
+    return str(x)
 
 
 @dataclass(frozen=True)
@@ -56,16 +100,24 @@ class AttributeFilter:
     low: Any = None
     high: Any = None
     value: Any = None
+    rank_method: str = "facecast"
 
     @classmethod
-    def from_config(cls, spec: Mapping[str, Any], bench: str = "") -> AttributeFilter:
-        """Parse and check a filter mapping; errors name the benchmark and the filter."""
+    def from_config(cls, spec: Mapping[str, Any], bench: str = "",
+                    rank_method: str = "facecast") -> AttributeFilter:
+        """Parse and check a filter mapping; errors name the benchmark and the filter.
+
+        ``rank_method`` is the benchmark's default; a filter's own ``rank_method`` wins.
+        """
         where = f"benchmark {bench!r}: filter {dict(spec)!r}"
         if "attribute" not in spec:
             raise FilterError(f"{where} has no 'attribute'")
         mode = spec.get("mode", "rank")
         if mode not in ("rank", "value", "class"):
             raise FilterError(f"{where}: mode must be rank, value or class")
+        method = spec.get("rank_method", rank_method) or "facecast"
+        if method not in RANK_METHODS:
+            raise FilterError(f"{where}: rank_method must be one of {list(RANK_METHODS)}")
         if mode == "class":
             if "value" not in spec:
                 raise FilterError(f"{where}: a class filter needs 'value'")
@@ -77,21 +129,28 @@ class AttributeFilter:
             raise FilterError(f"{where}: low > high")
         if mode == "rank" and not (0 <= low <= 1 and 0 <= high <= 1):
             raise FilterError(f"{where}: rank bounds are fractions in [0, 1]")
-        return cls(str(spec["attribute"]), mode, low=low, high=high)
+        return cls(str(spec["attribute"]), mode, low=low, high=high,
+                   rank_method=method if mode == "rank" else "facecast")
 
     def description_line(self) -> str:
         """This filter's line of CAST's ``description.txt`` (with the newline)."""
-        lo, hi = (self.value, self.value) if self.mode == "class" else (self.low, self.high)
+        if self.mode == "class":
+            lo = hi = cast_number(self.value, zero="0")
+        else:
+            lo, hi = cast_number(self.low), cast_number(self.high)
         return f"attribute: {self.attribute} lower_quartile: {lo} upper_quartile: {hi}\n"
 
 
-def parse_filters(specs: Sequence[Mapping[str, Any]], bench: str = "") -> list[AttributeFilter]:
-    """Parse a benchmark's filter list."""
-    return [AttributeFilter.from_config(s, bench) for s in specs or []]
+def parse_filters(specs: Sequence[Mapping[str, Any]], bench: str = "",
+                  rank_method: str = "facecast") -> list[AttributeFilter]:
+    """Parse a benchmark's filter list (``rank_method``: the benchmark's default)."""
+    return [AttributeFilter.from_config(s, bench, rank_method) for s in specs or []]
 
 
 def describe_filters(filters: Sequence[AttributeFilter]) -> str:
-    """The text of CAST's ``description.txt`` for ``filters`` (empty for no filters)."""
+    """The text of CAST's ``description.txt`` for ``filters`` (CAST's no-op for none)."""
+    if not filters:
+        return CAST_NO_OP_DESCRIPTION
     return "".join(f.description_line() for f in filters)
 
 
@@ -108,8 +167,28 @@ def percentile_ranks(values: np.ndarray) -> np.ndarray:
     return out
 
 
+def _percent(fraction: float) -> float:
+    """A rank fraction as CAST's percent bound (0.9 -> 90.0, without float noise)."""
+    return round(float(fraction) * 100.0, 9)
+
+
+def cast_rank_mask(values: np.ndarray, low: float, high: float) -> np.ndarray:
+    """CAST's positional rank selection over the whole array (see the module docstring)."""
+    v = np.asarray(values, dtype=np.float64)
+    n = len(v)
+    ranked = np.argsort(v)                     # CAST: default kind, NaN sorted last
+    start = round(n * _percent(low) / 100)
+    stop = round(n * _percent(high) / 100) - 1
+    mask = np.zeros(n, bool)
+    mask[ranked[start:stop]] = True
+    return mask
+
+
 def filter_mask(values: np.ndarray, pool: np.ndarray, f: AttributeFilter) -> np.ndarray:
-    """Boolean mask of the rows that pass ``f`` (only pool rows can pass)."""
+    """Boolean mask of the rows that pass ``f`` (only pool rows can pass).
+
+    ``values`` covers the whole attribute table (``cast`` ranks over all of it).
+    """
     if f.mode == "class":
         if isinstance(f.value, str):
             vals = np.asarray(values).astype(str)
@@ -118,6 +197,8 @@ def filter_mask(values: np.ndarray, pool: np.ndarray, f: AttributeFilter) -> np.
         return pool & (v == float(f.value))
     v = np.asarray(values, dtype=np.float64)
     if f.mode == "rank":
+        if f.rank_method == "cast":
+            return pool & cast_rank_mask(v, f.low, f.high)
         ranks = np.full(v.shape, np.nan)
         ranks[pool] = percentile_ranks(v[pool])
         v = ranks
@@ -125,12 +206,15 @@ def filter_mask(values: np.ndarray, pool: np.ndarray, f: AttributeFilter) -> np.
         return pool & (v >= f.low) & (v <= f.high)
 
 
-def benchmark_pool(status: np.ndarray, exclude: np.ndarray) -> np.ndarray:
-    """Rows that may enter a benchmark: status ``ok`` and not excluded."""
-    return (np.asarray(status).astype(str) == "ok") & ~np.asarray(exclude).astype(bool)
+def benchmark_pool(status: np.ndarray, exclude: np.ndarray,
+                   statuses: Sequence[str] = DEFAULT_STATUSES) -> np.ndarray:
+    """Rows that may enter a benchmark: status in ``statuses`` and not excluded."""
+    return np.isin(np.asarray(status).astype(str), list(statuses)) \
+        & ~np.asarray(exclude).astype(bool)
 
 
-def select_subset(table: pd.DataFrame | pa.Table, filters: Sequence[AttributeFilter]
+def select_subset(table: pd.DataFrame | pa.Table, filters: Sequence[AttributeFilter], *,
+                  statuses: Sequence[str] = DEFAULT_STATUSES
                   ) -> tuple[np.ndarray, dict[str, Any]]:
     """Mask of the rows in the benchmark, and counts: pool size, per-filter pass counts."""
     if isinstance(table, pd.DataFrame):
@@ -141,9 +225,10 @@ def select_subset(table: pd.DataFrame | pa.Table, filters: Sequence[AttributeFil
                           f"available: {sorted(table.column_names)}")
     status = table.column("status").to_numpy(zero_copy_only=False)
     exclude = table.column("exclude").fill_null(False).to_numpy(zero_copy_only=False)
-    pool = benchmark_pool(status, exclude)
+    pool = benchmark_pool(status, exclude, statuses)
     mask = pool.copy()
-    report: dict[str, Any] = {"n_rows": int(len(pool)), "n_pool": int(pool.sum()), "filters": []}
+    report: dict[str, Any] = {"n_rows": int(len(pool)), "n_pool": int(pool.sum()),
+                              "statuses": list(statuses), "filters": []}
     for f in filters:
         col = table.column(f.attribute)
         if f.mode == "class" and pa.types.is_string(col.type):
@@ -153,6 +238,7 @@ def select_subset(table: pd.DataFrame | pa.Table, filters: Sequence[AttributeFil
         m = filter_mask(vals, pool, f)
         n_valid = int((pool & ~pd.isna(vals)).sum()) if f.mode != "class" else int(pool.sum())
         report["filters"].append({"attribute": f.attribute, "mode": f.mode,
+                                  "rank_method": f.rank_method,
                                   "n_valued": n_valid, "n_pass": int(m.sum())})
         mask &= m
     report["n_subset"] = int(mask.sum())
@@ -161,6 +247,7 @@ def select_subset(table: pd.DataFrame | pa.Table, filters: Sequence[AttributeFil
 
 def build_subset(attributes_path: str | os.PathLike, filters: Sequence[AttributeFilter],
                  subset_path: str | os.PathLike, description_path: str | os.PathLike, *,
+                 statuses: Sequence[str] = DEFAULT_STATUSES,
                  provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Filter the attribute table into ``subset.parquet`` + ``description.txt``; return counts.
 
@@ -175,11 +262,19 @@ def build_subset(attributes_path: str | os.PathLike, filters: Sequence[Attribute
                           f"{sorted(n for n in schema.names if n not in KEY_COLUMNS)}")
     cols = KEY_COLUMNS + ["exclude", "status"] + [a for a in attrs if a not in KEY_COLUMNS]
     table = pq.read_table(attributes_path, columns=cols)
-    mask, report = select_subset(table, filters)
+    mask, report = select_subset(table, filters, statuses=statuses)
+    if report["n_pool"] == 0:  # issue 16.3: an empty pool must never pass silently
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "EMPTY BENCHMARK POOL: none of the %d rows of %s may enter a benchmark (status "
+            "and exclude); every benchmark of this dataset is empty (check the manifest's "
+            "exclude column and statuses)", report["n_rows"], attributes_path)
     subset = table.filter(pa.array(mask)).select(
         KEY_COLUMNS + [a for a in attrs if a not in KEY_COLUMNS])
     prov = dict(provenance or {})
-    prov.update({"stage": "benchmark_subset", "filters": [vars(f) for f in filters]})
+    prov.update({"stage": "benchmark_subset", "filters": [vars(f) for f in filters],
+                 "statuses": list(statuses)})
     n_ids = len(pc.unique(subset.column("identity"))) if subset.num_rows else 0
     report["n_identities"] = int(n_ids)
     write_parquet(subset, subset_path, provenance=prov,

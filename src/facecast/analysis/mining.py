@@ -1,9 +1,9 @@
 """C11 hard-pair mining: verification pairs whose reference score lies in a band.
 
 From a benchmark subset (images with identities) and a reference model's L2-normalised
-embeddings, :func:`mine_pairs` draws genuine pairs (same identity, different images) and
-impostor pairs (different identities) whose cosine similarity lies in ``band`` until every
-fold (``0``..``n_folds-1`` plus ``val``) holds ``n_genuine`` + ``n_impostor`` pairs.
+embeddings, :func:`mine_pairs` (``mode: band``, the default) draws genuine pairs (same
+identity, different images) and impostor pairs (different identities) whose cosine
+similarity lies in ``band`` until every fold (``0``..``n_folds-1`` plus ``val``) holds ``n_genuine`` + ``n_impostor`` pairs.
 
 How candidates are drawn (all deterministic from the seed):
 
@@ -35,6 +35,9 @@ within-identity pairs). When the subset cannot supply enough pairs (all candidat
 ``max_candidates`` impostor candidates scored), mining stops; ``on_shortfall: fail`` raises
 :class:`MiningShortfall` with the report, ``write`` returns what was achieved (folds
 filled evenly) and marks the report ``shortfall: true``.
+
+``mode: all`` is the exhaustive protocol instead (every genuine pair, all or a seeded sample
+of ``n_impostor`` impostor pairs in total, no band): :mod:`facecast.analysis.exhaustive`.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+
+from facecast.analysis.exhaustive import all_pairs
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +71,7 @@ class MiningShortfall(RuntimeError):
 class MiningConfig:
     """Mining parameters (config section ``mining``, optionally overridden per benchmark)."""
 
+    mode: str = "band"
     band: tuple[float, float] = (0.15, 0.30)
     band_mode: str = "absolute"
     n_folds: int = 10
@@ -95,6 +101,8 @@ class MiningConfig:
         return out
 
     def check(self) -> None:
+        if self.mode not in ("band", "all"):
+            raise ValueError(f"mining mode {self.mode!r}: band | all")
         lo, hi = self.band
         if lo > hi:
             raise ValueError(f"mining band {self.band}: low > high")
@@ -143,6 +151,12 @@ def resolve_device(device: str) -> torch.device:
     """``auto`` -> cuda when available, else cpu."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if not (device == "cpu" or str(device).startswith("cuda")):
+        raise ValueError(f"mining.device: {device!r} is not a device; use auto, cpu, cuda or "
+                         "cuda:N")
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"mining.device is {device!r} but torch sees no CUDA device on "
+                           "this host; set mining.device: auto or cpu")
     return torch.device(device)
 
 
@@ -598,6 +612,9 @@ def mine_pairs(emb: np.ndarray | torch.Tensor, identity: np.ndarray | pd.Categor
     codes, labels = pd.factorize(identity, sort=True)   # fast for a Categorical
     labels = np.asarray(labels).astype(str)
     N = len(codes)
+    if cfg.mode == "all":
+        pairs, report = all_pairs(e, codes, labels, image_ids, cfg, rng)
+        return MiningResult(pairs, report)
     folds = cfg.fold_names
     need_g, need_i = len(folds) * cfg.n_genuine, len(folds) * cfg.n_impostor
 

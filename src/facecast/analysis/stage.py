@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from facecast.analysis.exhaustive import describe_all
 from facecast.analysis.exports import image_numbers, write_cast_lists, write_lfw_pairs
 from facecast.analysis.mining import MiningConfig, MiningShortfall, mine_pairs, pool_sample
 from facecast.analysis.pair_stats import pair_statistics, plot_pair_scores
@@ -41,9 +42,12 @@ from facecast.parquet_io import read_parquet, write_parquet
 
 log = logging.getLogger(__name__)
 
-# Mining keys a benchmark may override (fold layout stays global: it names the rule outputs)
-PER_BENCHMARK_MINING_KEYS = ("band", "band_mode", "n_genuine", "n_impostor", "max_image_uses",
-                             "on_shortfall", "max_candidates", "genuine_oversample")
+# Mining keys a benchmark may override (the schema's benchmarks.<name>.mining lists the same;
+# the fold layout stays global: it names the rule outputs)
+PER_BENCHMARK_MINING_KEYS = ("mode", "band", "band_mode", "n_genuine", "n_impostor",
+                             "max_image_uses", "on_shortfall", "block_size", "max_candidates",
+                             "quantile_sample", "genuine_oversample", "genuine_chunk_rows",
+                             "max_pool_images")
 
 
 def benchmark_seed(seed: int, bench: str) -> list[int]:
@@ -113,7 +117,10 @@ def mine_benchmark(subset_path: str | os.PathLike, embed_paths: Iterable[str | o
     write_cast_lists(result.pairs, paths, out_dir, cfg.fold_names)
     write_lfw_pairs(result.pairs, image_numbers(manifest), out_dir / "pairs.txt",
                     [f for f in cfg.fold_names if f != "val"])
-    log.info("%s: %d genuine + %d impostor pairs in band %s%s, mined in %.2f s", bench,
-             report["genuine"]["selected"], report["impostor"]["selected"], report["band"],
-             " (SHORTFALL)" if report["shortfall"] else "", time.perf_counter() - t0)
+    if cfg.mode == "all":
+        log.info("%s: %s; %.2f s", bench, describe_all(report), time.perf_counter() - t0)
+    else:
+        log.info("%s: %d genuine + %d impostor pairs in band %s%s, mined in %.2f s", bench,
+                 report["genuine"]["selected"], report["impostor"]["selected"], report["band"],
+                 " (SHORTFALL)" if report["shortfall"] else "", time.perf_counter() - t0)
     return report

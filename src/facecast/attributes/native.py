@@ -44,6 +44,14 @@ NATIVE_COLUMNS = {
     "det_score": "face detector confidence",
 }
 
+#: Columns computed from the landmarks or the box. For pre-aligned input (faces status
+#: ``aligned_input``, ``faces.detector: none``) these are the alignment template's, mapped
+#: into the image (facecast.faces.aligned), not measured: the descriptions say so.
+TEMPLATE_COLUMNS = ("inter_eye_distance", "bbox_width", "bbox_height", "face_area_rel",
+                    "yaw", "pitch", "roll")
+TEMPLATE_NOTE = ("; for pre-aligned input (faces.detector none, status aligned_input) "
+                 "from the alignment template's landmarks/box, not measured (constant)")
+
 
 def luminance(crops: np.ndarray) -> np.ndarray:
     """BT.601 luma in [0, 1] of (N, H, W, 3) uint8 images, float32 (N, H, W)."""

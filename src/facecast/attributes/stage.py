@@ -36,6 +36,12 @@ def resolve_device(device: str) -> str:
         import torch
 
         return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"attributes.device is {device!r} but torch sees no CUDA "
+                               "device on this host; set attributes.device: auto or cpu")
     return device
 
 
@@ -121,6 +127,12 @@ class _Runner:
 
             norms = read_embed_norms(embed_paths, batch.image_id) if embed_paths else {}
             out = native_scores(batch, norms)
+            if np.any(np.asarray(batch.status).astype(str) == "aligned_input"):
+                from facecast.attributes.native import TEMPLATE_COLUMNS, TEMPLATE_NOTE
+
+                for c in TEMPLATE_COLUMNS:  # pre-aligned input: geometry is the template's
+                    if TEMPLATE_NOTE not in self.descriptions.get(c, ""):
+                        self.descriptions[c] = f"{self.descriptions.get(c, c)}{TEMPLATE_NOTE}"
             for m in norms:
                 self.descriptions[f"embed_norm_{m}"] = (f"raw norm of the {m} embedding "
                                                         "before L2 normalisation")
@@ -145,7 +157,7 @@ def row_status(batch: FaceBatch) -> tuple[np.ndarray, np.ndarray]:
     status = np.where(batch.has_crop, "ok", batch.status).astype(object)
     message = np.where(batch.has_crop, "", batch.message).astype(object)
     no_crop = ~batch.has_crop & (batch.crop_error == "")
-    plain_ok = no_crop & np.isin(batch.status, ["ok", "fallback"])
+    plain_ok = no_crop & np.isin(batch.status, ["ok", "fallback", "aligned_input"])
     status[plain_ok] = "no_crop"
     message[plain_ok] = "the faces stage stored no crop for this row"
     bad = batch.crop_error != ""

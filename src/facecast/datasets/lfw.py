@@ -2,7 +2,10 @@
 
 Format: a header ``<folds> <n>`` then, per fold, ``n`` matched lines ``name i j`` and
 ``n`` mismatched lines ``name1 i name2 j``. Image ``i`` of ``name`` is
-``<name>/<name>_<iiii>.jpg``. Malformed lines raise :class:`DatasetError` naming file and
+``<name>/<name>_<iiii>.jpg``. Name tokens are percent-decoded
+(:func:`facecast.list_paths.unescape_list_path`: ``%20`` is a space, ``%25`` a ``%``), the
+rule facecast's exports follow for names a whitespace-separated line cannot hold.
+Malformed lines raise :class:`DatasetError` naming file and
 line; pairs whose images are not ``ok`` in the manifest are kept with a status.
 """
 
@@ -14,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from facecast.list_paths import unescape_list_path
 from facecast.manifest import DatasetError
 from facecast.parquet_io import read_parquet, write_parquet
 
@@ -52,7 +56,7 @@ def read_lfw_pairs(path: str | os.PathLike) -> pd.DataFrame:
     rows = []
     for k, (lineno, line) in enumerate(body):
         fold, pos = divmod(k, 2 * per_class)
-        parts = line.split()
+        parts = [unescape_list_path(t) for t in line.split()]
         if pos < per_class:
             if len(parts) != 3:
                 raise DatasetError(f"{path}:{lineno}: matched pair needs 'name i j', got {line!r}")

@@ -62,6 +62,12 @@ Planted effects that later stages must recover:
    noise) is about -0.97.
 5. Hats are worn more by men: ``P(hat) = 0.25`` for men, ``0.08`` for women.
 
+6. Annotation noise (issue 14, optional ``label_noise``): observed columns
+   ``label_noisy_<attr>`` next to the clean ``label_*`` ones, with per-attribute flips,
+   one attribute flipped in one group only, an exact planted contradiction rate and one
+   identity flipped in every image (see :mod:`facecast.labels.noise`). Only these added
+   columns carry noise; images and the clean labels do not change.
+
 Splits: one identity in four (``n_identities // 4``, chosen by a seeded permutation) gets
 ``split = "train"`` and ``exclude = True`` (it fits the LBP whitening and the attribute
 trainer and never enters benchmarks); the rest are ``split = "test"``, ``exclude = False``.
@@ -84,6 +90,7 @@ from scipy.ndimage import gaussian_filter
 from tqdm import tqdm
 
 from facecast.atomic import atomic_path
+from facecast.labels.noise import plant_label_noise
 from facecast.parquet_io import write_parquet
 
 __all__ = [
@@ -939,6 +946,7 @@ def generate_dataset(
     n_identities: int = 240,
     images_per_identity: int = 8,
     image_size: int = 224,
+    label_noise: dict | None = None,
 ) -> pd.DataFrame:
     """Render the synthetic dataset into ``out_dir``; return (and write) its truth table.
 
@@ -948,6 +956,10 @@ def generate_dataset(
     ``exclude`` (bool, True for train identities) and float ``label_*`` ground truth for
     every trait and covariate (see the module docstring). Rows are ordered by identity,
     then image index. Output depends only on ``seed`` and the sizes, not on ``n_jobs``.
+
+    ``label_noise`` (a :data:`facecast.labels.noise.DEMO_LABEL_NOISE`-shaped spec) adds
+    observed annotation columns ``label_noisy_<attr>`` with planted annotation noise (issue
+    14); images and the clean ``label_*`` columns are unchanged. None = no such columns.
     """
     if n_identities < 1 or images_per_identity < 1:
         raise ValueError("n_identities and images_per_identity must be >= 1, got "
@@ -980,7 +992,10 @@ def generate_dataset(
     table.insert(3, "exclude", is_train)
     labels = [c for c in table.columns if c.startswith("label_")]
     table[labels] = table[labels].astype("float64")
+    table, planted = plant_label_noise(table, label_noise, int(seed))
     prov = dict(provenance or {})
+    if planted:
+        prov["label_noise"] = {"spec": dict(label_noise or {}), "planted": planted}
     prov.update({"stage": "synthetic_dataset", "generator_seed": int(seed),
                  "n_identities": int(n_identities),
                  "images_per_identity": int(images_per_identity),

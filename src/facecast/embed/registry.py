@@ -63,13 +63,22 @@ def build_embedder(name: str, model_cfg: dict[str, Any], *, device: str = "auto"
     options = {k: v for k, v in cfg.items() if k not in NON_OPTIONS}
     if backend in FITTED_BACKENDS:
         options["weights"] = fit_path
-    params = inspect.signature(cls.__init__).parameters
+    params = {k: p for k, p in inspect.signature(cls.__init__).parameters.items()
+              if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+    internal = ("self", "name", "device", "amp", "threads")
     unknown = sorted(k for k in options if k not in params)
     if unknown:
-        allowed = sorted(k for k in params if k not in ("self", "name", "device", "amp",
-                                                        "threads"))
-        raise ValueError(f"embedding model {name!r} (backend {backend}): unknown option(s) "
-                         f"{unknown}; allowed: {allowed}")
+        allowed = sorted(k for k in params if k not in internal)
+        if backend in FITTED_BACKENDS:
+            allowed = sorted({*allowed, *NON_OPTIONS} - {"backend", "weights"})
+        raise ValueError(f"embed.models.{name}: unknown option(s) {unknown} for backend "
+                         f"{backend}; its options are {allowed}")
+    missing = [k for k, p in params.items()
+               if k not in internal and p.default is p.empty and k not in options]
+    if missing:
+        raise ValueError(f"embed.models.{name}.{missing[0]}: backend {backend} needs "
+                         f"{missing[0]!r} (e.g. the path of its weight file); set "
+                         f"embed.models.{name}.{missing[0]}")
     dev = resolve_device(device) if cls.supports_cuda else torch.device("cpu")
     if "threads" in params and threads:
         options["threads"] = threads

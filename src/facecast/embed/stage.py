@@ -1,7 +1,7 @@
 """Stage ``embed``: one faces shard in, one embedding Parquet per model out.
 
-Every faces row reaches the output. Rows whose faces status is ``ok`` or ``fallback``
-and that carry a crop are embedded and get status ``ok`` (a fallback crop keeps a note in
+Every faces row reaches the output. Rows whose faces status is ``ok``, ``fallback`` or
+``aligned_input`` (pre-aligned input, ``faces.detector: none``) and that carry a crop are embedded and get status ``ok`` (a fallback crop keeps a note in
 ``message``); the others keep their faces status and message, with a null embedding.
 A crop that does not decode gets ``decode_error``; a non-finite or zero feature gets
 ``embed_error``. ``norm`` is the raw feature norm (a MagFace-style quality signal) and
@@ -37,7 +37,7 @@ from facecast.parquet_io import write_parquet
 
 log = logging.getLogger("facecast.embed")
 
-EMBEDDABLE = ("ok", "fallback")
+EMBEDDABLE = ("ok", "fallback", "aligned_input")
 EMBED_DEFAULTS: dict[str, Any] = {"device": "auto", "batch_size": 64, "amp": "none",
                                   "num_workers": -1}
 

@@ -1,7 +1,12 @@
 """Verification metrics on scored pairs (numpy only, vectorised, exact).
 
 Conventions: ``scores`` are similarities (cosine of L2-normalised embeddings; higher means
-"same person"); ``labels`` are 1 for genuine and 0 for impostor pairs.
+"same person"); ``labels`` are 1 for genuine and 0 for impostor pairs. A decision threshold
+``t`` accepts a pair as genuine iff ``score >= t`` -- the convention of every threshold
+facecast reports (ROC, TAR@FAR, EER here; the global thresholds of
+:mod:`facecast.fairness.threshold`), so a threshold copied from one stage to the other gives
+the same decisions. (The 10-fold accuracy alone follows insightface literally on distances,
+``d < t``; its per-fold thresholds are internal to that figure.)
 
 * :func:`kfold_accuracy` is the CAST / insightface 10-fold accuracy: for each fold, the
   threshold with the best accuracy on the other folds is applied to that fold; the result
@@ -171,7 +176,9 @@ def tar_at_far(far: np.ndarray, tar: np.ndarray, thr: np.ndarray, target: float,
     """Best TAR with FAR <= ``target``; also the FAR reached and the impostors behind it.
 
     ``resolvable`` is False when there are fewer than ``1 / target`` impostors: then the
-    only FAR at or below the target is 0 and the figure says little.
+    only FAR at or below the target is 0 and the figure says little; tables print it as
+    ``n/a (N impostors)`` (:func:`facecast.evaluate.summary.summary_markdown`). The
+    ``threshold`` accepts iff ``score >= threshold`` and reaches ``far_reached <= target``.
     """
     ok = np.flatnonzero(far <= target + 1e-15)
     i = int(ok[-1])  # FAR is non-decreasing along the curve; TAR too
@@ -181,7 +188,7 @@ def tar_at_far(far: np.ndarray, tar: np.ndarray, thr: np.ndarray, target: float,
         "threshold": float(thr[i]),
         "n_false_accepts": int(round(far[i] * n_impostors)),
         "n_impostors": int(n_impostors),
-        "resolvable": bool(n_impostors * target >= 1.0),
+        "resolvable": bool(n_impostors * target >= 1.0 - 1e-9),
     }
 
 

@@ -8,14 +8,26 @@ Three sources, one shape (``fold``, ``image_a``, ``image_b``, ``identity_a``,
 * a folder of CAST ``.list`` files from elsewhere (``0.list``..``9.list``, ``val.list``;
   lines ``path_a path_b label``), imported with :func:`import_cast_lists`; the fold is the
   file's stem. Paths are taken relative to the dataset root (``strip_prefix`` removes a
-  leading part first) and looked up in the manifest by path.
+  leading part first) and looked up in the manifest by path. Path tokens are decoded with
+  :func:`facecast.list_paths.unescape_list_path` (``%20`` is a space, ``%25`` a ``%``).
+
+Folds. When the source defines at least two test folds (``0.list``..``9.list``; an LFW
+``pairs.txt`` with a ``10 300`` header) they are kept. When it defines one (CAST ships
+only ``0.list`` + ``val.list`` per benchmark, genuine pairs first; a ``pairsDevTest.txt``),
+cutting the file into consecutive blocks would give folds of one class, so
+:func:`stratified_folds` deals the pairs over ``n_folds`` folds, stratified by label and
+by identity, seeded. The protocol Parquet keeps the file each pair came from
+(``source_fold``) and says in its provenance (key ``folds``) how the folds were formed.
 
 Pairs whose images are missing from the manifest, or are not ``ok`` there, are kept with
-that status; evaluation skips them and counts them.
+that status; evaluation skips them and counts them. An import in which no pair resolves
+(every pair names a path the manifest lacks) is an error naming the file, the first
+unresolved paths and ``strip_prefix``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,11 +37,16 @@ import numpy as np
 import pandas as pd
 
 from facecast.datasets.lfw import read_lfw_pairs
+from facecast.list_paths import unescape_list_path
 from facecast.manifest import DatasetError
 from facecast.parquet_io import read_parquet, write_parquet
 
+log = logging.getLogger(__name__)
+
 PROTOCOL_COLUMNS = ["fold", "image_a", "image_b", "identity_a", "identity_b", "label",
                     "status", "message"]
+#: fold names that are never test folds
+HELD_OUT_FOLDS = ("val",)
 
 
 def _fold_key(name: str) -> tuple[int, int | str]:
@@ -37,7 +54,9 @@ def _fold_key(name: str) -> tuple[int, int | str]:
 
 
 def read_cast_lists(folder: str | os.PathLike) -> pd.DataFrame:
-    """Parse every ``*.list`` in ``folder`` into ``fold``, ``path_a``, ``path_b``, ``label``."""
+    """Parse every ``*.list`` in ``folder`` into ``fold``, ``path_a``, ``path_b``, ``label``,
+    ``source`` (the list file). Path tokens are percent-decoded
+    (:func:`facecast.list_paths.unescape_list_path`)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise DatasetError(f"CAST list folder {folder} does not exist")
@@ -52,8 +71,73 @@ def read_cast_lists(folder: str | os.PathLike) -> pd.DataFrame:
             parts = line.split()
             if len(parts) != 3 or parts[2] not in ("0", "1"):
                 raise DatasetError(f"{f}:{lineno}: expected 'path_a path_b 0|1', got {line!r}")
-            rows.append((f.stem, parts[0], parts[1], int(parts[2])))
-    return pd.DataFrame(rows, columns=["fold", "path_a", "path_b", "label"])
+            rows.append((f.stem, unescape_list_path(parts[0]), unescape_list_path(parts[1]),
+                         int(parts[2]), str(f)))
+    return pd.DataFrame(rows, columns=["fold", "path_a", "path_b", "label", "source"])
+
+
+def stratified_folds(labels: np.ndarray, identities: np.ndarray | None, n_folds: int,
+                     seed: int) -> np.ndarray:
+    """Fold names ``'0'..'n_folds-1'`` dealt round-robin, stratified by label and identity.
+
+    Within each label (genuine, then impostor) the identities are put in a seeded random
+    order, each identity's pairs in a seeded random order after one another, and the pairs
+    are dealt to the folds in turn (the impostor class continues where the genuine class
+    stopped). So every fold holds ``n/k`` genuine and ``n/k`` impostor pairs (+- 1) and
+    each identity's pairs are spread over the folds as evenly as they can be. The same
+    inputs and seed give the same folds.
+    """
+    y = np.asarray(labels).astype(np.int64)
+    n = y.shape[0]
+    ident = (np.asarray(identities).astype(str) if identities is not None
+             else np.full(n, "", dtype=object))
+    rng = np.random.default_rng(seed)
+    out = np.empty(n, dtype=object)
+    start = 0
+    for cls in (1, 0):
+        idx = np.flatnonzero(y == cls)
+        if not idx.size:
+            continue
+        codes, uniq = pd.factorize(ident[idx], sort=True)
+        id_rank = rng.permutation(len(uniq))[codes]        # seeded order of identities
+        within = rng.random(idx.size)                         # seeded order inside one
+        order = idx[np.lexsort((within, id_rank))]
+        out[order] = ((start + np.arange(order.size)) % n_folds).astype(str)
+        start = (start + order.size) % n_folds
+    return out.astype(str)
+
+
+def fold_range(names: list[str]) -> str:
+    nums = sorted(int(f) for f in names if f.isdigit())
+    if nums and nums == list(range(nums[0], nums[-1] + 1)) and len(nums) == len(names):
+        return f"{nums[0]}..{nums[-1]}" if len(nums) > 1 else str(nums[0])
+    return ", ".join(sorted(names, key=_fold_key))
+
+
+def assign_folds(pairs: pd.DataFrame, *, n_folds: int, seed: int, unit: str = "file"
+                 ) -> tuple[pd.DataFrame, str]:
+    """Keep the source's folds when it defines two or more test folds, else stratify.
+
+    ``pairs`` has ``fold``, ``label`` and optionally ``identity_a``. Returns the pairs (with
+    ``source_fold``, the fold the source gave) and a note saying how the folds were formed,
+    e.g. ``"from files 0..9"`` or ``"stratified by label and identity over 1 file (0),
+    10 folds, seed 7"``. Held-out folds (``val``) are kept as they are.
+    """
+    out = pairs.copy()
+    out["fold"] = out["fold"].astype(str)
+    out["source_fold"] = out["fold"]
+    test = ~out["fold"].isin(HELD_OUT_FOLDS)
+    names = sorted(out.loc[test, "fold"].unique().tolist(), key=_fold_key)
+    if len(names) >= 2 or not test.any():
+        return out, f"from {unit}s {fold_range(names)}" if names else "no test folds"
+    ident = out.loc[test, "identity_a"].astype(str).to_numpy() if "identity_a" in out else None
+    if ident is not None and not (ident != "").any():
+        ident = None
+    by = "label and identity" if ident is not None else "label"
+    out.loc[test, "fold"] = stratified_folds(out.loc[test, "label"].to_numpy(), ident,
+                                             n_folds, seed)
+    note = (f"stratified by {by} over 1 {unit} ({names[0]}), {n_folds} folds, seed {seed}")
+    return out, note
 
 
 def _strip(path: str, prefix: str) -> str:
@@ -78,45 +162,113 @@ def attach_manifest(pairs: pd.DataFrame, manifest: pd.DataFrame, *, strip_prefix
     ok = (out["_st_a"] == "ok") & (out["_st_b"] == "ok")
     out["status"] = np.where(ok, "ok", np.where(out["_st_a"] != "ok", out["_st_a"], out["_st_b"]))
     out["message"] = np.where(ok, "", "image_a: " + out["_st_a"] + "; image_b: " + out["_st_b"])
-    return out[PROTOCOL_COLUMNS]
+    extra = [c for c in ("source",) if c in pairs]
+    for c in extra:
+        out[c] = pairs[c].to_numpy()
+    return out[PROTOCOL_COLUMNS + extra]
+
+
+def check_resolved(raw: pd.DataFrame, pairs: pd.DataFrame, *, source: str,
+                   strip_prefix: str, show: int = 5) -> dict[str, int]:
+    """Fail when no pair resolves; log (and return) how many pairs were skipped otherwise.
+
+    A pair resolves when both of its paths are manifest paths (after ``strip_prefix``).
+    The error names the list file(s), the first ``show`` unresolved paths and
+    ``strip_prefix``. Returns ``{"n_pairs": .., "n_resolved": .., "n_unresolved": ..}``.
+    """
+    unresolved = pairs["message"].str.contains("not_in_manifest", regex=False).to_numpy()
+    counts = {"n_pairs": int(len(pairs)), "n_resolved": int((~unresolved).sum()),
+              "n_unresolved": int(unresolved.sum())}
+    if not unresolved.any():
+        return counts
+    miss_a = pairs["message"].str.contains("image_a: not_in_manifest", regex=False)
+    miss_b = pairs["message"].str.contains("image_b: not_in_manifest", regex=False)
+    paths = list(dict.fromkeys(list(raw.loc[miss_a.to_numpy(), "path_a"])
+                               + list(raw.loc[miss_b.to_numpy(), "path_b"])))
+    files = (sorted(dict.fromkeys(raw.loc[unresolved, "source"].astype(str)))
+             if "source" in raw else [source])
+    first = ", ".join(repr(p) for p in paths[:show])
+    detail = (f"{counts['n_unresolved']} of {counts['n_pairs']} pairs name paths the "
+              f"manifest lacks (list file(s): {', '.join(files[:show])}; first unresolved "
+              f"paths: {first}; strip_prefix={strip_prefix!r}; a path is looked up as "
+              f"'<path minus strip_prefix>' relative to the dataset root)")
+    if counts["n_resolved"] == 0:
+        raise DatasetError(f"import {source}: no pair resolves: {detail}")
+    log.warning("import %s: %s; those pairs are kept with status not_in_manifest and "
+                "skipped by evaluation", source, detail)
+    return counts
+
+
+def _finish_import(raw: pd.DataFrame, manifest_path: str | os.PathLike,
+                   out_path: str | os.PathLike, *, fmt: str, source: str, strip_prefix: str,
+                   unit: str, n_folds: int, seed: int,
+                   provenance: Mapping[str, Any] | None) -> pd.DataFrame:
+    manifest = read_parquet(manifest_path, columns=["image_id", "path", "identity", "status"])
+    pairs = attach_manifest(raw, manifest, strip_prefix=strip_prefix)
+    counts = check_resolved(raw, pairs, source=source, strip_prefix=strip_prefix)
+    pairs, note = assign_folds(pairs.drop(columns=["source"], errors="ignore"),
+                               n_folds=n_folds, seed=seed, unit=unit)
+    log.info("import %s: %d pairs (%d unresolved); folds %s", source, counts["n_pairs"],
+             counts["n_unresolved"], note)
+    prov = dict(provenance or {})
+    prov.update({"stage": "protocol", "protocol": fmt, "source": source, "folds": note,
+                 "strip_prefix": strip_prefix, **counts})
+    write_parquet(pairs, out_path, provenance=prov)
+    return pairs
 
 
 def import_cast_lists(folder: str | os.PathLike, manifest_path: str | os.PathLike,
                       out_path: str | os.PathLike, *, strip_prefix: str = "",
+                      n_folds: int = 10, seed: int = 0,
                       provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
-    """Import a CAST ``.list`` folder as a protocol Parquet checked against the manifest."""
-    manifest = read_parquet(manifest_path, columns=["image_id", "path", "identity", "status"])
-    pairs = attach_manifest(read_cast_lists(folder), manifest, strip_prefix=strip_prefix)
-    prov = dict(provenance or {})
-    prov.update({"stage": "protocol", "protocol": "cast_lists", "source": str(folder)})
-    write_parquet(pairs, out_path, provenance=prov)
-    return pairs
+    """Import a CAST ``.list`` folder as a protocol Parquet checked against the manifest.
+
+    One numbered list file (CAST's ``0.list`` + ``val.list``) gets ``n_folds`` stratified
+    folds seeded by ``seed`` (:func:`assign_folds`).
+    """
+    return _finish_import(read_cast_lists(folder), manifest_path, out_path, fmt="cast_lists",
+                          source=str(folder), strip_prefix=strip_prefix, unit="file",
+                          n_folds=n_folds, seed=seed, provenance=provenance)
 
 
 def import_lfw_pairs(pairs_file: str | os.PathLike, manifest_path: str | os.PathLike,
                      out_path: str | os.PathLike, *, strip_prefix: str = "",
+                     n_folds: int = 10, seed: int = 0,
                      provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
-    """Import an LFW ``pairs.txt`` (LFW file naming) as a protocol Parquet."""
+    """Import an LFW ``pairs.txt`` (LFW file naming) as a protocol Parquet.
+
+    A one-block file (``pairsDevTest.txt``, header ``1 300`` or ``500``) gets ``n_folds``
+    stratified folds seeded by ``seed``.
+    """
     raw = read_lfw_pairs(pairs_file).rename(columns={"image_a": "path_a", "image_b": "path_b"})
-    manifest = read_parquet(manifest_path, columns=["image_id", "path", "identity", "status"])
-    pairs = attach_manifest(raw, manifest, strip_prefix=strip_prefix)
-    prov = dict(provenance or {})
-    prov.update({"stage": "protocol", "protocol": "lfw_pairs", "source": str(pairs_file)})
-    write_parquet(pairs, out_path, provenance=prov)
-    return pairs
+    raw["source"] = str(pairs_file)
+    return _finish_import(raw, manifest_path, out_path, fmt="lfw_pairs", source=str(pairs_file),
+                          strip_prefix=strip_prefix, unit="block", n_folds=n_folds, seed=seed,
+                          provenance=provenance)
 
 
 def import_protocol(spec: Mapping[str, Any], manifest_path: str | os.PathLike,
-                    out_path: str | os.PathLike, *,
+                    out_path: str | os.PathLike, *, n_folds: int = 10, seed: int = 0,
                     provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
-    """Import one configured protocol (``evaluate.imports.<name>``)."""
+    """Import one configured protocol (``evaluate.imports.<name>``).
+
+    ``n_folds`` and ``seed`` (``evaluate.n_folds`` and the global seed) are used when the
+    source defines a single fold (see the module docstring).
+    """
     fmt = spec.get("format", "cast_lists")
-    kw = {"strip_prefix": spec.get("strip_prefix", ""), "provenance": provenance}
+    kw = {"strip_prefix": spec.get("strip_prefix", ""), "provenance": provenance,
+          "n_folds": int(n_folds), "seed": int(seed)}
     if fmt == "cast_lists":
         return import_cast_lists(spec["path"], manifest_path, out_path, **kw)
     if fmt == "lfw_pairs":
         return import_lfw_pairs(spec["path"], manifest_path, out_path, **kw)
-    raise DatasetError(f"unknown protocol format {fmt!r} (cast_lists | lfw_pairs)")
+    if fmt == "insightface_bin":  # folds from the file's order, never re-dealt
+        from facecast.evaluate.bin_protocol import import_insightface_bin
+
+        return import_insightface_bin(spec["path"], manifest_path, out_path,
+                                      provenance=provenance)
+    raise DatasetError(f"unknown protocol format {fmt!r} (cast_lists | lfw_pairs | "
+                       "insightface_bin)")
 
 
 def load_protocol(path: str | os.PathLike) -> pd.DataFrame:

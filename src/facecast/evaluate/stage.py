@@ -7,6 +7,19 @@ and under ``results/ds/eval/M/B/``: ``metrics.parquet`` (one row),
 Metrics use the pairs with status ``ok`` in the protocol's test folds (every fold but
 ``val`` unless ``include_val``); the others are counted (``n_skipped``), never dropped from
 the scores file.
+
+Folds: the protocol's own folds when it has two or more test folds; else (a one-file
+protocol that was not imported through :func:`facecast.evaluate.protocols.import_protocol`)
+``n_folds`` folds stratified by label and identity, seeded by ``seed``
+(:func:`facecast.evaluate.protocols.stratified_folds`), never consecutive blocks. The
+metrics row says how (``folds``).
+
+TAR@FAR: a target FAR below ``1 / n_impostors`` cannot be resolved by the protocol (the
+only FAR at or below it is 0); the row keeps the figure with ``resolvable@far=..`` False,
+the log warns, and the summary tables print ``n/a (N impostors)`` instead of the number.
+
+Decision convention (shared with :mod:`facecast.fairness.threshold`): a pair is accepted
+as genuine iff ``score >= threshold``.
 """
 
 from __future__ import annotations
@@ -22,14 +35,48 @@ import pandas as pd
 
 from facecast.evaluate.metrics import roc_points, verification_metrics
 from facecast.evaluate.plots import plot_det, plot_roc
-from facecast.evaluate.protocols import load_protocol
+from facecast.evaluate.protocols import (
+    HELD_OUT_FOLDS,
+    fold_range,
+    load_protocol,
+    stratified_folds,
+)
 from facecast.evaluate.scoring import load_embeddings, score_pairs
-from facecast.parquet_io import write_parquet
+from facecast.parquet_io import read_provenance, write_parquet
 
 log = logging.getLogger(__name__)
 
 EVALUATE_DEFAULTS: dict[str, Any] = {"fars": [1e-3, 1e-4], "thresholds": "insightface",
-                                     "include_val": False, "n_folds": 10, "plots": True}
+                                     "include_val": False, "n_folds": 10, "plots": True,
+                                     "seed": 0}
+
+#: the ``evaluate`` config keys one evaluation job depends on (its rule's params)
+JOB_KEYS = ("fars", "thresholds", "include_val", "n_folds")
+
+
+def job_config(evaluate_cfg: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """The part of the ``evaluate`` section one (model, benchmark) job reads, plus the seed.
+
+    Only these go into the rule's params, so that editing ``evaluate.imports.<x>`` (or the
+    model/benchmark lists) reruns only the jobs it concerns.
+    """
+    return {**{k: evaluate_cfg[k] for k in JOB_KEYS if k in evaluate_cfg}, "seed": int(seed)}
+
+
+def fold_plan(used: pd.DataFrame, note: str | None, *, n_folds: int, seed: int
+              ) -> tuple[np.ndarray, str]:
+    """Fold labels for the scored pairs ``used`` and a note saying how they were formed."""
+    folds = used["fold"].astype(str)
+    names = sorted(folds.unique().tolist(), key=lambda f: (not f.isdigit(), len(f), f))
+    if len(names) >= 2:
+        return folds.to_numpy(), note or f"from the protocol's folds {fold_range(names)}"
+    ident = used["identity_a"].astype(str).to_numpy() if "identity_a" in used else None
+    if ident is not None and not (ident != "").any():
+        ident = None
+    new = stratified_folds(used["label"].to_numpy(), ident, n_folds, seed)
+    by = "label and identity" if ident is not None else "label"
+    return new, (f"stratified by {by} over the protocol's single fold "
+                 f"({names[0] if names else '-'}), {n_folds} folds, seed {seed}")
 
 
 def evaluation_outputs(out_dir: str | os.PathLike) -> dict[str, Path]:
@@ -55,7 +102,7 @@ def evaluate_benchmark(protocol_path: str | os.PathLike, embed_paths: Iterable[s
     write_parquet(scored, scores_path, provenance=prov)
 
     in_test = np.ones(len(scored), bool) if cfg["include_val"] else \
-        (scored["fold"].astype(str) != "val").to_numpy()
+        ~scored["fold"].astype(str).isin(HELD_OUT_FOLDS).to_numpy()
     ok = in_test & (scored["status"] == "ok").to_numpy()
     used = scored[ok]
     row: dict[str, Any] = {"model": model, "benchmark": benchmark,
@@ -67,17 +114,24 @@ def evaluate_benchmark(protocol_path: str | os.PathLike, embed_paths: Iterable[s
     outs["metrics"].parent.mkdir(parents=True, exist_ok=True)
     labels = used["label"].to_numpy()
     if len(used) and 0 < labels.sum() < len(labels):
-        n_folds = used["fold"].nunique()
-        folds = used["fold"].to_numpy() if n_folds >= 2 else None
+        folds, row["folds"] = fold_plan(used, read_provenance(protocol_path).get("folds"),
+                                        n_folds=int(cfg["n_folds"]), seed=int(cfg["seed"]))
         row.update(verification_metrics(used["score"].to_numpy(), labels, folds,
                                         fars=cfg["fars"], thresholds=cfg["thresholds"],
                                         n_folds=int(cfg["n_folds"])))
         far, tar, thr = roc_points(used["score"].to_numpy(), labels)
+        for key in [k for k in row if k.startswith("resolvable@far=")]:
+            if not row[key]:
+                log.warning("%s/%s: TAR@FAR=%s needs at least %d impostor pairs, the protocol "
+                            "has %d; the figure is flagged unresolvable (%s False) and shown "
+                            "as n/a", model, benchmark, key.split("=", 1)[1],
+                            int(np.ceil(1.0 / float(key.split("=", 1)[1]) - 1e-9)),
+                            row["n_impostor"], key)
     else:
         log.warning("%s/%s: no scorable genuine and impostor pairs; metrics are NaN",
                     model, benchmark)
-        row.update({"n_pairs": int(len(used)), "accuracy": np.nan, "accuracy_std": np.nan,
-                    "auc": np.nan, "eer": np.nan})
+        row.update({"folds": "-", "n_pairs": int(len(used)), "accuracy": np.nan,
+                    "accuracy_std": np.nan, "auc": np.nan, "eer": np.nan})
         far = tar = thr = np.zeros(0)
     metrics = pd.DataFrame([row])
     write_parquet(metrics, outs["metrics"], provenance=prov)

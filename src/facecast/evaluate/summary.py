@@ -1,4 +1,12 @@
-"""Models x benchmarks summary tables, like CAST's Table 4 (accuracy mean +/- std and average)."""
+"""Models x benchmarks summary tables, like CAST's Table 4 (accuracy mean +/- std and average).
+
+Written as Parquet (the long table, one row per model and benchmark, every metric and flag),
+Markdown and HTML (the same tables; the HTML page is what ``snakemake --report`` shows).
+A TAR@FAR the protocol cannot resolve (fewer than ``1 / FAR`` impostors; flag
+``resolvable@far=..`` False) is printed ``n/a (N impostors)``, and an average over it as
+``n/a``. A last table gives, per benchmark and model, the pairs used and skipped and how
+the folds were formed.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from facecast.atomic import write_text
+from facecast.html_tables import markdown_html, write_html_page
 from facecast.parquet_io import read_parquet, write_parquet
 
 
@@ -36,9 +45,70 @@ def _fmt_pm(mean: float, std: float) -> str:
     return f"{100 * mean:.2f} ± {100 * std:.2f}"
 
 
+def far_key(far: float) -> str:
+    """The column suffix of a FAR target (``1e-3``), as :mod:`facecast.evaluate.metrics`."""
+    return f"{far:.0e}".replace("e-0", "e-")
+
+
+def _value(long: pd.DataFrame, model: str, bench: str, col: str):
+    m = long[(long["model"] == model) & (long["benchmark"] == bench)]
+    if not len(m) or col not in m:
+        return None
+    return m[col].iloc[0]
+
+
+def _tar_cells(long: pd.DataFrame, t: pd.DataFrame, far: float, model: str,
+               benchmarks: Sequence[str], scale: float) -> list[str]:
+    flag = f"resolvable@far={far_key(far)}"
+    cells, unresolved = [], False
+    for b in benchmarks:
+        ok = _value(long, model, b, flag)
+        if ok is not None and not pd.isna(ok) and not bool(ok):
+            unresolved = True
+            n_imp = _value(long, model, b, "n_impostor")
+            cells.append(f"n/a ({int(n_imp)} impostors)")
+        else:
+            v = t.loc[model, b]
+            cells.append("–" if np.isnan(v) else f"{scale * v:.2f}")
+    avg = t.loc[model, "average"]
+    cells.append("n/a" if unresolved else ("–" if np.isnan(avg) else f"{scale * avg:.2f}"))
+    return cells
+
+
+def _pairs_table(long: pd.DataFrame, benchmarks: Sequence[str], models: Sequence[str]
+                 ) -> list[str]:
+    lines = ["", "## Pairs and folds", "",
+             "Pairs used (status ok, test folds), genuine / impostor, pairs skipped (with their "
+             "statuses) and how the folds of the 10-fold accuracy were formed.", "",
+             "| benchmark | model | n_pairs | genuine | impostor | n_skipped | skipped "
+             "statuses | folds |", "|---|---|---|---|---|---|---|---|"]
+
+    def num(v) -> str:
+        return "–" if v is None or pd.isna(v) else str(int(v))
+
+    for b in benchmarks:
+        for m in models:
+            if _value(long, m, b, "model") is None:
+                lines.append(f"| {b} | {m} | – | – | – | – | (no metrics) | – |")
+                continue
+            sk = _value(long, m, b, "skipped_statuses") or ""
+            folds = _value(long, m, b, "folds") or "–"
+            lines.append(" | ".join([
+                f"| {b}", m, num(_value(long, m, b, "n_pairs")),
+                num(_value(long, m, b, "n_genuine")), num(_value(long, m, b, "n_impostor")),
+                num(_value(long, m, b, "n_skipped")),
+                str(sk).replace("|", "\\|") or "–", str(folds).replace("|", "\\|")]) + " |")
+    return lines
+
+
 def summary_markdown(long: pd.DataFrame, benchmarks: Sequence[str], models: Sequence[str],
                      fars: Sequence[float] = (1e-3, 1e-4)) -> str:
-    """Markdown: accuracy (%, mean ± std over folds), then TAR@FAR, AUC and EER tables."""
+    """Markdown: accuracy (%, mean ± std over folds), then TAR@FAR, AUC and EER tables,
+    then pairs used/skipped and fold formation per benchmark and model.
+
+    Accept-iff ``score >= threshold`` throughout; unresolvable TAR@FAR cells read
+    ``n/a (N impostors)``.
+    """
     acc = wide_table(long, "accuracy", benchmarks, models)
     std = wide_table(long, "accuracy_std", benchmarks, models)
     cols = list(benchmarks) + ["average"]
@@ -49,29 +119,40 @@ def summary_markdown(long: pd.DataFrame, benchmarks: Sequence[str], models: Sequ
     for m in models:
         cells = [_fmt_pm(acc.loc[m, b], std.loc[m, b]) for b in cols]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    for title, value, scale in [(f"TAR at FAR={f:g} (%)",
-                                 f"tar@far={f:.0e}".replace("e-0", "e-"), 100) for f in fars] + \
-                               [("AUC (%)", "auc", 100), ("EER (%)", "eer", 100)]:
+    for title, value, scale, far in [(f"TAR at FAR={f:g} (%)", f"tar@far={far_key(f)}", 100, f)
+                                     for f in fars] + \
+                                    [("AUC (%)", "auc", 100, None), ("EER (%)", "eer", 100, None)]:
         if value not in long:
             continue
         t = wide_table(long, value, benchmarks, models)
-        lines += ["", f"## {title}", "", "| model | " + " | ".join(cols) + " |",
-                  "|---|" + "---|" * len(cols)]
+        lines += ["", f"## {title}", ""]
+        if far is not None:
+            lines += [f"n/a (N impostors): the protocol has fewer than {1 / far:g} impostor "
+                      "pairs, too few to resolve this FAR (accept iff score >= threshold).", ""]
+        lines += ["| model | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
         for m in models:
-            lines.append(f"| {m} | " + " | ".join(
-                "–" if np.isnan(t.loc[m, b]) else f"{scale * t.loc[m, b]:.2f}" for b in cols)
-                + " |")
+            if far is not None:
+                cells = _tar_cells(long, t, far, m, benchmarks, scale)
+            else:
+                cells = ["–" if np.isnan(t.loc[m, b]) else f"{scale * t.loc[m, b]:.2f}"
+                         for b in cols]
+            lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    lines += _pairs_table(long, benchmarks, models)
     return "\n".join(lines) + "\n"
 
 
 def write_summary(metric_paths: Iterable[str | os.PathLike], out_parquet: str | os.PathLike,
                   out_md: str | os.PathLike, *, benchmarks: Sequence[str], models: Sequence[str],
-                  fars: Sequence[float] = (1e-3, 1e-4),
+                  fars: Sequence[float] = (1e-3, 1e-4), out_html: str | os.PathLike | None = None,
                   provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
-    """Write the long metrics table (Parquet) and the Markdown summary; return the table."""
+    """Write the long metrics table (Parquet), the Markdown summary and (``out_html``) its
+    HTML twin for the Snakemake report; return the table."""
     long = collect_metrics(metric_paths)
     prov = dict(provenance or {})
     prov.update({"stage": "evaluate_summary"})
     write_parquet(long, out_parquet, provenance=prov)
-    write_text(out_md, summary_markdown(long, benchmarks, models, fars))
+    md = summary_markdown(long, benchmarks, models, fars)
+    write_text(out_md, md)
+    if out_html is not None:
+        write_html_page(out_html, "Verification summary", markdown_html(md))
     return long

@@ -65,6 +65,7 @@ def analysis_targets(config: Mapping[str, Any], ds: str) -> list[str]:
         out.append(f"results/{ds}/benchmarks/{bench}/description.txt")
         if reference_model(config):
             out.append(f"results/{ds}/benchmarks/{bench}/pairs.parquet")
+            out.append(f"results/{ds}/benchmarks/{bench}/pair_stats.html")  # report table
     return out
 
 
@@ -73,8 +74,17 @@ def imports(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _import_applies(config: Mapping[str, Any], name: str, ds: str) -> bool:
-    wanted = imports(config)[name].get("datasets") or list(config["datasets"])
-    return ds in wanted
+    spec = imports(config)[name]
+    wanted = spec.get("datasets")
+    if not wanted and spec.get("format") == "insightface_bin":
+        # a .bin protocol pairs the images of the insightface_bin dataset made from the
+        # same file: by default it applies to those datasets only
+        from pathlib import Path
+
+        name_ = Path(str(spec.get("path", ""))).name
+        return (config["datasets"][ds].get("kind") == "insightface_bin"
+                and Path(str(config["datasets"][ds].get("path", ""))).name == name_)
+    return ds in (wanted or list(config["datasets"]))
 
 
 def eval_models(config: Mapping[str, Any]) -> list[str]:
@@ -120,4 +130,4 @@ def evaluate_targets(config: Mapping[str, Any], ds: str) -> list[str]:
     """Default evaluation outputs of ``ds`` (the summary pulls in every benchmark)."""
     if not eval_models(config) or not eval_benchmarks(config, ds):
         return []
-    return [f"results/{ds}/eval/summary.md"]
+    return [f"results/{ds}/eval/summary.md", f"results/{ds}/eval/summary.html"]

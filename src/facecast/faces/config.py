@@ -9,6 +9,9 @@ from typing import Any
 SELECT_POLICIES = ("largest", "central", "score")
 CROP_KINDS = ("arcface", "facenet")
 FALLBACKS = ("none", "center_crop")
+DETECTORS = ("mtcnn", "none")
+#: What pre-aligned input images already are (``faces.detector: none``); see faces.aligned.
+ALIGNED_AS = ("arcface112", "facenet160", "center")
 
 
 @dataclass(frozen=True)
@@ -16,6 +19,7 @@ class FacesConfig:
     """Typed view of ``config["faces"]``; defaults equal those in the config schema."""
 
     detector: str = "mtcnn"
+    aligned_as: str = "arcface112"
     device: str = "auto"
     threads: int = 2
     batch_size: int = 32
@@ -53,8 +57,11 @@ class FacesConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad setting."""
-        if self.detector != "mtcnn":
-            raise ValueError(f"faces.detector must be 'mtcnn', got {self.detector!r}")
+        if self.detector not in DETECTORS:
+            raise ValueError(f"faces.detector must be one of {DETECTORS}, got {self.detector!r}")
+        if self.aligned_as not in ALIGNED_AS:
+            raise ValueError(f"faces.aligned_as must be one of {ALIGNED_AS}, "
+                             f"got {self.aligned_as!r}")
         if self.select not in SELECT_POLICIES:
             raise ValueError(f"faces.select must be one of {SELECT_POLICIES}, got {self.select!r}")
         if self.fallback not in FALLBACKS:

@@ -105,6 +105,18 @@ def _orientation(im: Image.Image) -> int:
     return value if 1 <= value <= 8 else 1
 
 
+def _allow_pixels(max_pixels: int) -> None:
+    """Let Pillow open images up to ``max_pixels`` (our own header check enforces it).
+
+    Pillow refuses images over twice ``Image.MAX_IMAGE_PIXELS`` (about 179 MP) on its own,
+    which would silently cap a larger ``faces.max_pixels``. The limit is only ever raised
+    (never lowered), so concurrent decoders with different limits stay safe.
+    """
+    limit = Image.MAX_IMAGE_PIXELS
+    if limit is not None and max_pixels > limit:
+        Image.MAX_IMAGE_PIXELS = int(max_pixels)
+
+
 def read_image(data_or_path: bytes | bytearray | memoryview | str | os.PathLike,
                max_pixels: int = DEFAULT_MAX_PIXELS, *, min_side: int = 0) -> DecodedImage:
     """Decode an image file (path or bytes) to RGB; never raises for bad input.
@@ -119,6 +131,7 @@ def read_image(data_or_path: bytes | bytearray | memoryview | str | os.PathLike,
         return err
     if not data:
         return _error("decode_error", "empty file (0 bytes)")
+    _allow_pixels(max_pixels)
     with warnings.catch_warnings():
         # we enforce our own limit below; Pillow's warning would only spam the log
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)

@@ -9,7 +9,13 @@ Statuses written here: ``ok`` (face found and aligned), ``no_face``, ``fallback`
 (no face; centre crop of a pre-aligned image, when ``faces.fallback: center_crop``),
 ``decode_error``, ``missing``/``unreadable`` (file vanished or unreadable since the
 manifest was built), ``outside_root``, ``detect_error``/``align_error`` (the detector or
-the warp failed on this image; the message says why).
+the warp failed on this image; the message says why); with ``faces.detector: none``
+(pre-aligned input, :mod:`facecast.faces.aligned`) ``aligned_input`` instead of ``ok``,
+and no detector is loaded.
+
+Images come from files under the dataset root, or, for container datasets (RecordIO,
+insightface ``.bin``), from locators ``<file>#<index>`` read by random access
+(:mod:`facecast.faces.sources`).
 """
 
 from __future__ import annotations
@@ -37,12 +43,14 @@ from facecast.faces.align import (
     crop_box_resized,
     crop_facenet,
 )
+from facecast.faces.aligned import aligned_row
 from facecast.faces.config import FacesConfig
 from facecast.faces.crops import encode_png
 from facecast.faces.decode import DecodedImage, read_image
 from facecast.faces.detect import Detections, FaceDetector, select_face
+from facecast.faces.sources import fetch_bytes, split_locator
 from facecast.manifest import read_shard
-from facecast.parquet_io import ParquetStreamWriter
+from facecast.parquet_io import ParquetStreamWriter, read_provenance
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +79,7 @@ class _Job:
     message: str
     path: Path | None = None
     decoded: DecodedImage | None = None
+    locator: str | None = None
 
 
 def resolve_inside(root: Path, rel: str) -> Path | None:
@@ -149,17 +158,45 @@ def face_row(job: _Job, det: Detections, cfg: FacesConfig) -> dict[str, Any]:
     return row
 
 
-def _decode_jobs(jobs: list[_Job], cfg: FacesConfig) -> list[_Job]:
+def _decode_jobs(jobs: list[_Job], cfg: FacesConfig,
+                 containers: Mapping[str, Any] | None = None) -> list[_Job]:
+    # pre-aligned input is small and used whole: no reduced JPEG decoding
+    min_side = 0 if cfg.detector == "none" else cfg.decode_max_side
     for job in jobs:
-        if job.status == "ok" and job.path is not None:
-            job.decoded = read_image(job.path, cfg.max_pixels, min_side=cfg.decode_max_side)
-            if job.decoded.status != "ok":
-                job.status, job.message = job.decoded.status, job.decoded.message
+        if job.status == "ok" and job.locator is not None:
+            data, status, message = fetch_bytes(job.locator, containers or {})
+            if data is None:
+                job.status, job.message = status, message
+                continue
+            job.decoded = read_image(data, cfg.max_pixels, min_side=min_side)
+        elif job.status == "ok" and job.path is not None:
+            job.decoded = read_image(job.path, cfg.max_pixels, min_side=min_side)
+        else:
+            continue
+        if job.decoded.status != "ok":
+            job.status, job.message = job.decoded.status, job.decoded.message
     return jobs
 
 
-def _process_chunk(jobs: list[_Job], detector: FaceDetector, cfg: FacesConfig
+def _aligned_chunk(jobs: list[_Job], cfg: FacesConfig, warned: dict[str, bool]
                    ) -> list[dict[str, Any]]:
+    rows = []
+    for j in jobs:
+        if j.status != "ok":
+            rows.append(_empty_row(j.image_id, j.status, j.message, j.decoded))
+            continue
+        try:
+            rows.append(aligned_row(j.image_id, j.decoded, cfg, warned))
+        except ValueError as exc:
+            rows.append(_empty_row(j.image_id, "align_error", _join(
+                f"crop of the pre-aligned image failed: {exc}", j.message), j.decoded))
+    return rows
+
+
+def _process_chunk(jobs: list[_Job], detector: FaceDetector | None, cfg: FacesConfig,
+                   warned: dict[str, bool] | None = None) -> list[dict[str, Any]]:
+    if detector is None:
+        return _aligned_chunk(jobs, cfg, warned if warned is not None else {})
     todo = [j for j in jobs if j.status == "ok"]
     dets = detector.detect([j.decoded.array for j in todo]) if todo else []
     by_id = {id(j): d for j, d in zip(todo, dets, strict=True)}
@@ -172,9 +209,10 @@ def _process_chunk(jobs: list[_Job], detector: FaceDetector, cfg: FacesConfig
     return rows
 
 
-def _run_chunk(jobs: list[_Job], detector: FaceDetector, cfg: FacesConfig
-               ) -> list[dict[str, Any]]:
-    return _process_chunk(_decode_jobs(jobs, cfg), detector, cfg)
+def _run_chunk(jobs: list[_Job], detector: FaceDetector | None, cfg: FacesConfig,
+               containers: Mapping[str, Any] | None = None,
+               warned: dict[str, bool] | None = None) -> list[dict[str, Any]]:
+    return _process_chunk(_decode_jobs(jobs, cfg, containers), detector, cfg, warned)
 
 
 @contextlib.contextmanager
@@ -189,28 +227,35 @@ def torch_threads(n: int) -> Iterator[None]:
 
 
 def iter_face_rows(rows: Sequence[Mapping[str, Any]], root: str | os.PathLike,
-                   cfg: FacesConfig, detector: FaceDetector, *, workers: int = 1,
-                   progress: bool = True, desc: str = "faces"
+                   cfg: FacesConfig, detector: FaceDetector | None, *, workers: int = 1,
+                   progress: bool = True, desc: str = "faces",
+                   containers: Mapping[str, Any] | None = None
                    ) -> Iterator[list[dict[str, Any]]]:
     """Yield output rows, in input order, in chunks of ``cfg.batch_size``.
 
     ``rows`` carry ``image_id``, ``path`` (relative to ``root``), ``status`` and
     ``message`` (manifest columns). ``workers`` threads each take whole chunks (decode,
     detect, align, encode); torch, Pillow and zlib release the GIL, so chunks overlap.
-    Output does not depend on ``workers``.
+    Output does not depend on ``workers``. ``detector`` None means pre-aligned input
+    (``faces.detector: none``). ``containers`` (from the manifest's provenance) lets
+    locator paths ``<file>#<index>`` of RecordIO / .bin datasets be read.
     """
     root = Path(root)
+    containers = dict(containers or {})
+    warned: dict[str, bool] = {}
     jobs = []
     for r in rows:
         raw_msg = r.get("message")
         status = str(r["status"])
         message = "" if raw_msg is None or raw_msg is pd.NA or raw_msg != raw_msg else str(raw_msg)
-        path = None
-        if status == "ok":
+        path = locator = None
+        if status == "ok" and containers and split_locator(str(r["path"]), containers):
+            locator = str(r["path"])
+        elif status == "ok":
             path = resolve_inside(root, str(r["path"]))
             if path is None:
                 status, message = "outside_root", f"path escapes the dataset root {root}"
-        jobs.append(_Job(str(r["image_id"]), status, message, path))
+        jobs.append(_Job(str(r["image_id"]), status, message, path, locator=locator))
     bs = cfg.batch_size
     chunks = [jobs[i:i + bs] for i in range(0, len(jobs), bs)]
     workers = max(1, int(workers))
@@ -219,7 +264,7 @@ def iter_face_rows(rows: Sequence[Mapping[str, Any]], root: str | os.PathLike,
     with ThreadPoolExecutor(max_workers=workers) as pool:
         pending: deque = deque()
         for chunk in chunks:
-            pending.append(pool.submit(_run_chunk, chunk, detector, cfg))
+            pending.append(pool.submit(_run_chunk, chunk, detector, cfg, containers, warned))
             if len(pending) >= 2 * workers:  # bounded read-ahead keeps memory flat
                 done = pending.popleft().result()
                 bar.update(len(done))
@@ -254,20 +299,31 @@ def run_faces_shard(manifest_path: str | os.PathLike, shard: str, root: str | os
     threads = cfg.threads if threads is None else int(threads)
     manifest = read_shard(manifest_path, shard,
                           columns=["image_id", "path", "status", "message"])
-    detector = detector or FaceDetector(cfg)
+    containers = read_provenance(manifest_path).get("containers") or {}
+    aligned = cfg.detector == "none"
+    if aligned:
+        detector = None  # pre-aligned input: no detector is loaded
+    else:
+        detector = detector or FaceDetector(cfg)
     prov = dict(provenance or {})
     prov.update({"stage": "faces", "shard": shard, "faces_config": cfg.as_dict(),
-                 "model": detector.settings(), "dataset_root": str(Path(root).absolute())})
+                 "model": ({"detector": "none", "aligned_as": cfg.aligned_as} if aligned
+                           else detector.settings()),
+                 "dataset_root": str(Path(root).absolute())})
     counts: Counter = Counter()
     buffer: list[dict[str, Any]] = []
     records = manifest.to_dict("records")
-    log.info("faces shard %s: %d images, detector %s on %s, %d worker threads", shard,
-             len(records), detector.name, detector.device, threads)
-    intra = 1 if detector.device.type == "cpu" else torch.get_num_threads()
+    if aligned:
+        log.info("faces shard %s: %d images, pre-aligned input (detector none, aligned_as "
+                 "%s), %d worker threads", shard, len(records), cfg.aligned_as, threads)
+    else:
+        log.info("faces shard %s: %d images, detector %s on %s, %d worker threads", shard,
+                 len(records), detector.name, detector.device, threads)
+    intra = 1 if aligned or detector.device.type == "cpu" else torch.get_num_threads()
     with torch_threads(intra), ParquetStreamWriter(out_path, FACES_SCHEMA,
                                                    provenance=prov) as writer:
         for chunk_rows in iter_face_rows(records, root, cfg, detector, workers=threads,
-                                         desc=f"faces {shard}"):
+                                         desc=f"faces {shard}", containers=containers):
             counts.update(r["status"] for r in chunk_rows)
             buffer.extend(chunk_rows)
             if len(buffer) >= ROWS_PER_GROUP:

@@ -13,9 +13,12 @@ For a protected group a and a combination x_L of legitimate attributes:
 Sparse cells (our stated handling, the challenge data did not need one): a cell (a, x_L)
 takes part only when it holds at least ``min_pairs`` pairs of its sign; a group is
 "present at x_L" when its cell takes part. A combination takes part only when at least
-``min_groups`` groups are present there (a combination with a single group compares
-nothing: its d would be 0 by definition and would dilute every mean). The mean over x_L
-of a group runs over the combinations where that group is present. A group present at no
+``min_groups`` groups are present there. The default, ``min_groups = 1``, is the paper's
+eq. 3-4 read literally: a combination where one group alone is present gives that group
+d = 0 (it is the best present group) and the 0 enters its mean. ``min_groups = 2`` is a
+facecast deviation (an option): a lone group compares nothing, so such combinations are
+left out instead of pulling that group's mean towards 0. The mean over x_L of a group
+runs over the combinations where that group is present. A group present at no
 combination has no mean discrimination and is left out of max/min. Constant scores give
 every AUC 0.5, every d 0 and Bias 0 (read accuracy beside it).
 """
@@ -64,7 +67,7 @@ def cell_index(group: np.ndarray, combo: np.ndarray, in_cells: np.ndarray) -> Ce
 
 
 def discrimination(auc: np.ndarray, present: np.ndarray,
-                   min_groups: int = 2) -> tuple[np.ndarray, np.ndarray]:
+                   min_groups: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """d(a; x_L) and the per-group mean over x_L, for AUC arrays ``(..., G, C)``.
 
     ``present`` (bool, broadcastable to ``auc``) marks the cells that take part. Returns
@@ -108,7 +111,7 @@ class BiasResult:
 
 def fairface_bias(scores: np.ndarray, labels: np.ndarray, group: np.ndarray,
                   combo: np.ndarray, in_cells: np.ndarray, in_reference: np.ndarray, *,
-                  min_pairs: int = 1, min_groups: int = 2) -> BiasResult:
+                  min_pairs: int = 1, min_groups: int = 1) -> BiasResult:
     """Bias+, Bias- and accuracy with the per-cell and per-group tables.
 
     ``in_cells`` marks pairs that enter the (group, combination) cells; ``in_reference``

@@ -94,13 +94,14 @@ def _thresholds(prep: Prepared, w: np.ndarray, targets: Sequence[float]) -> np.n
     for i, target in enumerate(targets):
         ok = above <= float(target) * total + 1e-9 * np.maximum(total, 1)
         j = np.argmax(ok, axis=1)
-        out[:, i] = np.where(total[:, 0] > 0, prep.imp_unique[j], np.nan)
+        # accept iff score >= t: t just above the highest impostor score to reject
+        out[:, i] = np.where(total[:, 0] > 0, np.nextafter(prep.imp_unique[j], np.inf), np.nan)
     return out
 
 
 def weighted_thresholds(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray,
                         targets: Sequence[float]) -> np.ndarray:
-    """Per weight row, the lowest impostor score t with weighted FMR(t) <= target.
+    """Per weight row, the lowest t with weighted FMR(t) <= target (accept iff score >= t).
 
     Returns ``(B, T)``; NaN for a row without impostor weight. With unit weights equals
     :func:`facecast.fairness.threshold.thresholds_at_fmr`.
@@ -115,7 +116,7 @@ def weighted_rates(prep: Prepared, w: np.ndarray,
                    thresholds: np.ndarray) -> tuple[np.ndarray, ...]:
     """TAR, and per-group FMR and FNMR at per-row thresholds ``(B, T)``.
 
-    Returns ``(tar (B, T), fmr (B, T, G), fnmr (B, T, G))``; accept = score > threshold.
+    Returns ``(tar (B, T), fmr (B, T, G), fnmr (B, T, G))``; accept = score >= threshold.
     """
     b, t = thresholds.shape
     w = w * prep.ref[None, :]
@@ -130,7 +131,7 @@ def weighted_rates(prep: Prepared, w: np.ndarray,
     fnmr = np.full_like(fmr, np.nan)
     gen_total = gen_w.sum(axis=1)
     for i in range(t):
-        accept = prep.scores[None, :] > thresholds[:, i:i + 1]
+        accept = prep.scores[None, :] >= thresholds[:, i:i + 1]
         with np.errstate(invalid="ignore", divide="ignore"):
             tar[:, i] = (gen_w * accept).sum(axis=1) / gen_total
             fm = np.asarray((oh.T @ (imp_w * accept).T).T)

@@ -116,6 +116,23 @@ def discretise(values: pd.Series, spec: AttributeSpec) -> pd.Series:
     return pd.Series(out, index=values.index, dtype=object)
 
 
+def _discretise_checked(values: pd.Series, spec: AttributeSpec, section: str) -> pd.Series:
+    """:func:`discretise`, but a spec that gives no image a value while the column has
+    values is a config mistake: one sentence naming the key and the fix."""
+    out = discretise(values, spec)
+    if out.notna().any() or not values.notna().any():
+        return out
+    seen = [str(v) for v in pd.unique(values.dropna())[:8]]
+    key = f"fairness.{section}.{spec.name}"
+    if spec.bins is not None:
+        raise ValueError(f"{key}.bins: column {spec.column!r} has no numeric value to bin "
+                         f"(its values include {seen}); map its values with "
+                         f"{key}.values instead of bins")
+    raise ValueError(f"{key}.values: no value of column {spec.column!r} matches a key of "
+                     f"the map ({sorted(map(str, spec.values))}; the column's values include "
+                     f"{seen}); use the column's raw values as keys")
+
+
 def majority_vote(labels: pd.Series, identity: pd.Series,
                   order: Mapping[str, int] | None = None) -> pd.Series:
     """Replace each image's label by its identity's most frequent (non-missing) label.
@@ -160,7 +177,7 @@ def image_labels(attributes: pd.DataFrame, protected: Sequence[AttributeSpec],
     out["identity"] = identity.to_numpy()
     prot_cols = []
     for spec in protected:
-        lab = discretise(attributes[spec.column], spec)
+        lab = _discretise_checked(attributes[spec.column], spec, "protected")
         if sync == "majority":
             lab = majority_vote(lab, identity, spec.order)
         out[spec.name] = lab.to_numpy(dtype=object)
@@ -175,7 +192,8 @@ def image_labels(attributes: pd.DataFrame, protected: Sequence[AttributeSpec],
     else:
         out["group"] = None
     for spec in legitimate:
-        out[spec.name] = discretise(attributes[spec.column], spec).to_numpy(dtype=object)
+        out[spec.name] = _discretise_checked(attributes[spec.column], spec,
+                                             "legitimate").to_numpy(dtype=object)
     if out.index.has_duplicates:
         dup = out.index[out.index.duplicated()][:5].tolist()
         raise ValueError(f"attribute table has duplicate image_id values, e.g. {dup}")

@@ -22,7 +22,7 @@ def plot_rates_vs_threshold(sweep: pd.DataFrame, thresholds: pd.DataFrame,
         for _, row in thresholds.iterrows():
             if np.isfinite(row["threshold"]):
                 ax.axvline(row["threshold"], color="grey", lw=0.8, ls="--")
-        ax.set_xlabel("threshold (accept if score > threshold)")
+        ax.set_xlabel("threshold (accept if score >= threshold)")
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)
     axes[0].set_yscale("symlog", linthresh=1e-4)

@@ -6,7 +6,7 @@ category l with probability P_pair(l), and
     accuracy(l) = sum_pairs P_pair(l) * correct / sum_pairs P_pair(l)
 
 where ``correct`` is whether the pair's decision at the global threshold
-(accept = score > threshold) matches its label. P_pair(l) is the product of the two
+(accept = score >= threshold) matches its label. P_pair(l) is the product of the two
 images' probabilities (``pair_prob: product``, default: the chance both images are in l,
 treating the two estimates as independent) or their mean (``pair_prob: mean``: the
 expected share of the pair's images in l). Beside it, the usual hard subsets: pairs whose
@@ -69,7 +69,7 @@ def soft_accuracy(pairs: pd.DataFrame, probs: pd.DataFrame, thresholds: Sequence
     labels = pairs["label"].to_numpy().astype(bool)
     rows = []
     for tname, t in zip(threshold_names, thresholds, strict=True):
-        correct = ((scores > t) == labels).astype(np.float64)
+        correct = ((scores >= t) == labels).astype(np.float64)
         mass = p.sum(axis=0)
         with np.errstate(invalid="ignore", divide="ignore"):
             acc = (p * correct[:, None]).sum(axis=0) / mass

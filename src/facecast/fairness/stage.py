@@ -18,6 +18,7 @@
 ``rates_vs_threshold.png``, ``fdr_vs_fmr.png``: plots
 ``predictions.csv``, ``pairs.csv``: the scores in the challenge interchange format
 ``report.md``               all of the above, readable
+``report.html``             the same as HTML tables (shown inline by ``snakemake --report``)
 ==========================  ==============================================================
 """
 
@@ -44,14 +45,17 @@ from facecast.fairness.tables import (
     group_table,
     leaderboard,
     most_discriminated_across_models,
+    report_views,
     to_markdown,
 )
 from facecast.fairness.threshold import (
     disparity,
+    fmr_resolvable,
     group_rates,
     sweep_rates,
     thresholds_at_fmr,
 )
+from facecast.html_tables import write_markdown_html
 from facecast.parquet_io import read_parquet, write_parquet
 
 log = logging.getLogger(__name__)
@@ -62,7 +66,7 @@ OUTPUT_FILES = (
     "thresholds.csv", "rates.parquet", "rates.csv", "bootstrap.parquet", "uncertainty.parquet",
     "uncertainty.csv", "soft_accuracy.parquet", "soft_accuracy.csv", "hard_pairs.parquet",
     "hard_pairs.csv", "hard_pairs.png", "rates_vs_threshold.png", "fdr_vs_fmr.png",
-    "predictions.csv", "pairs.csv", "report.md",
+    "predictions.csv", "pairs.csv", "report.md", "report.html",
 )
 
 
@@ -114,12 +118,24 @@ def _thresholds(ann: pd.DataFrame, cfg: Mapping[str, Any],
         values = thresholds_at_fmr(imp, targets)
         names = [f"fmr={t:g}" for t in targets]
         source = "all impostor pairs of this protocol"
-    fmr = np.array([(imp > t).mean() if imp.size else np.nan for t in values])
-    tar = np.array([(gen > t).mean() if gen.size else np.nan for t in values])
+    fmr = np.array([(imp >= t).mean() if imp.size else np.nan for t in values])  # accept >=
+    tar = np.array([(gen >= t).mean() if gen.size else np.nan for t in values])
+    basis = (reuse["n_impostor"].to_numpy() if reuse is not None and "n_impostor" in reuse
+             else np.full(len(values), imp.size))  # impostors the threshold was set from
+    resolvable = (reuse["resolvable"].to_numpy(bool) if reuse is not None
+                  and "resolvable" in reuse else fmr_resolvable(basis, targets))
+    for name, ok, n, target in zip(names, np.atleast_1d(resolvable), basis, targets,
+                                   strict=True):
+        if not ok:
+            log.warning("threshold %s needs at least %d impostor pairs, it rests on %d: "
+                        "flagged unresolvable, shown as n/a", name,
+                        int(np.ceil(1.0 / target - 1e-9)), n)
     return pd.DataFrame({"name": names, "threshold": values, "target_fmr": targets,
                          "source": source, "fmr_reached": fmr,
-                         "false_matches": [(imp > t).sum() for t in values],
-                         "n_impostor": imp.size, "tar": tar, "n_genuine": gen.size})
+                         "false_matches": [(imp >= t).sum() for t in values],
+                         "n_impostor": imp.size, "tar": tar, "n_genuine": gen.size,
+                         "resolvable": np.atleast_1d(resolvable).astype(bool),
+                         "threshold_n_impostor": basis.astype(np.int64)})
 
 
 def _write(df: pd.DataFrame, out: Path, stem: str, provenance: Mapping[str, Any],
@@ -191,7 +207,7 @@ def run_fairness(scores_path: str | os.PathLike, attributes_path: str | os.PathL
     scores = valid["score"].to_numpy(np.float64)
     y = valid["label"].to_numpy(bool)
     min_pairs = int(cfg.get("min_pairs", 10))
-    min_groups = int(cfg.get("min_groups", 2))
+    min_groups = int(cfg.get("min_groups", 1))
     res = fairface_bias(scores, y, valid["group"].to_numpy(object),
                         valid["combo"].to_numpy(object), valid["in_cells"].to_numpy(bool),
                         valid["in_reference"].to_numpy(bool), min_pairs=min_pairs,
@@ -283,6 +299,7 @@ def run_fairness(scores_path: str | os.PathLike, attributes_path: str | os.PathL
         summary[f"tar@{row['name']}"] = row["tar"]
         summary[f"fdr@{row['name']}"] = row["fdr"]
         summary[f"garbe@{row['name']}"] = row["garbe"]
+        summary[f"resolvable@{row['name']}"] = bool(row["resolvable"])
     _write(pd.DataFrame([summary]), out, "summary", prov)
     write_report(out / "report.md", summary=summary, ann=ann, groups=groups, subsets=subsets,
                  thresholds=thr, rates=rates, uncertainty=unc, soft=soft, hard=hard, cfg=cfg)
@@ -293,8 +310,11 @@ def write_report(path: Path, *, summary: Mapping[str, Any], ann: pd.DataFrame,
                  groups: pd.DataFrame, subsets: pd.DataFrame, thresholds: pd.DataFrame,
                  rates: pd.DataFrame, uncertainty: pd.DataFrame, soft: pd.DataFrame,
                  hard: pd.DataFrame, cfg: Mapping[str, Any]) -> None:
-    """The readable Markdown report of one model on one protocol."""
+    """The readable Markdown report of one model on one protocol (+ its HTML twin,
+    ``report.html``, for the Snakemake report). Figures at a target FMR the protocol
+    cannot resolve read ``n/a (N impostors)``."""
     s = summary
+    thresholds, rates, uncertainty = report_views(thresholds, rates, uncertainty)
     lines = [
         f"# Fairness: {s['model']} on {s['protocol']}", "",
         "ChaLearn FairFace 2020 metric (lower Bias is fairer; accuracy = AUC over all pairs):",
@@ -312,7 +332,9 @@ def write_report(path: Path, *, summary: Mapping[str, Any], ann: pd.DataFrame,
         "", to_markdown(groups) if len(groups) else "(no groups)\n",
         "## Per legitimate attribute subset: max/min average discrimination (A9-A14)", "",
         to_markdown(subsets) if len(subsets) else "(no combinations took part)\n",
-        "## Global thresholds (accept if score > threshold)", "",
+        "## Global thresholds (accept if score >= threshold)", "",
+        "n/a (N impostors): fewer than 1/FMR impostor pairs, too few to resolve the target.",
+        "",
         to_markdown(thresholds, ["name", "threshold", "source", "fmr_reached",
                                  "false_matches", "n_impostor", "tar", "fmr_max_min",
                                  "fmr_max_geomean", "fnmr_max_min", "fnmr_max_geomean",
@@ -330,6 +352,7 @@ def write_report(path: Path, *, summary: Mapping[str, Any], ann: pd.DataFrame,
         "![rates](rates_vs_threshold.png) ![fdr](fdr_vs_fmr.png)", "",
     ]
     write_text(path, "\n".join(lines))
+    write_markdown_html(path, Path(path).with_suffix(".html"))
 
 
 def run_leaderboard(summary_paths: Sequence[str | os.PathLike],
@@ -337,7 +360,7 @@ def run_leaderboard(summary_paths: Sequence[str | os.PathLike],
                     protocol: str, provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """Rank every model of a dataset on one protocol; write leaderboard and Table A8.
 
-    Writes ``leaderboard.parquet/.csv/.md`` and ``most_discriminated.parquet/.csv`` under
+    Writes ``leaderboard.parquet/.csv/.md/.html`` and ``most_discriminated.parquet/.csv`` under
     ``out_dir`` (``results/{ds}/fairness/leaderboard/{protocol}/``).
     """
     out = Path(out_dir)
@@ -366,6 +389,7 @@ def run_leaderboard(summary_paths: Sequence[str | os.PathLike],
             "## How often each group is the most discriminated (Table A8, across models)",
             "", to_markdown(a8)]
     write_text(out / "leaderboard.md", "\n".join(text))
+    write_markdown_html(out / "leaderboard.md", out / "leaderboard.html")  # for the report
     return board
 
 

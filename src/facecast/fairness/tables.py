@@ -84,3 +84,58 @@ def group_table(groups: pd.DataFrame) -> pd.DataFrame:
     order = ["group", "mean_d_pos", "mean_d_neg", "n_most_discriminated_pos",
              "n_most_discriminated_neg", "n_combos_pos", "n_combos_neg"]
     return wide[[c for c in order if c in wide.columns]]
+
+
+#: columns of the global-threshold table that mean nothing at an unresolvable target FMR
+UNRESOLVED_THRESHOLD_COLUMNS = (
+    "threshold", "fmr_reached", "false_matches", "tar", "fmr_max_min", "fmr_max_geomean",
+    "fnmr_max_min", "fnmr_max_geomean", "fmr_gap", "fnmr_gap", "fdr", "gini_fmr", "gini_fnmr",
+    "garbe", "inequity_rate")
+UNRESOLVED_RATE_COLUMNS = ("false_matches", "fmr", "fmr_lo", "fmr_hi", "false_non_matches",
+                           "fnmr", "fnmr_lo", "fnmr_hi")
+UNRESOLVED_UNCERTAINTY_COLUMNS = ("estimate", "boot_mean", "se", "lo", "hi")
+
+
+def mark_unresolved(df: pd.DataFrame, columns: Sequence[str], unresolved, n_impostor
+                    ) -> pd.DataFrame:
+    """A copy of ``df`` for display: in rows flagged ``unresolved`` the given columns read
+    ``n/a (N impostors)`` (N from ``n_impostor``, per row) instead of a number."""
+    from facecast.fairness.threshold import unresolved_note
+
+    out = df.copy()
+    bad = np.asarray(unresolved, dtype=bool)
+    if not bad.any():
+        return out
+    n = np.broadcast_to(np.asarray(n_impostor), bad.shape)
+    for col in columns:
+        if col in out.columns:
+            out[col] = out[col].astype(object)
+            out.loc[bad, col] = [unresolved_note(int(k)) for k in n[bad]]
+    return out
+
+
+def report_views(thresholds: pd.DataFrame, rates: pd.DataFrame, uncertainty: pd.DataFrame
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The thresholds, per-group rates and bootstrap tables as the report shows them: every
+    figure tied to a target FMR the protocol cannot resolve reads ``n/a (N impostors)``.
+
+    ``thresholds`` needs ``name``, ``resolvable`` and ``threshold_n_impostor``; ``rates``
+    ``threshold_index``; ``uncertainty`` ``metric`` (``<figure>@<threshold name>``).
+    """
+    if "resolvable" not in thresholds.columns:
+        return thresholds, rates, uncertainty
+    bad = ~thresholds["resolvable"].to_numpy(bool)
+    n_thr = thresholds["threshold_n_impostor"].to_numpy()
+    thr_view = mark_unresolved(thresholds, UNRESOLVED_THRESHOLD_COLUMNS, bad, n_thr)
+    idx = rates["threshold_index"].to_numpy(int) if len(rates) else np.zeros(0, int)
+    rates_view = mark_unresolved(rates, UNRESOLVED_RATE_COLUMNS, bad[idx], n_thr[idx])
+    unc_view = uncertainty
+    if len(uncertainty) and "metric" in uncertainty.columns:
+        suffix = uncertainty["metric"].astype(str).str.rsplit("@", n=1).str[-1]
+        names = thresholds["name"].astype(str).tolist()
+        pos = suffix.map({n: i for i, n in enumerate(names)})
+        has = pos.notna().to_numpy()
+        p = pos.fillna(0).astype(int).to_numpy()
+        unc_view = mark_unresolved(uncertainty, UNRESOLVED_UNCERTAINTY_COLUMNS,
+                                   has & bad[p], n_thr[p])
+    return thr_view, rates_view, unc_view

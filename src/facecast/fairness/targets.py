@@ -3,7 +3,7 @@
 Models: ``fairness.models``, else the names of ``evaluate.models`` (a list, or a mapping's
 keys). Protocols: ``fairness.protocols``, else the names of ``evaluate.benchmarks``.
 Imported systems (``fairness.imports``) join the models of their own protocol. Datasets:
-``fairness.datasets``, else all.
+``fairness.datasets``, else all. ``fairness.enabled: false`` asks for no fairness output.
 """
 
 from __future__ import annotations
@@ -54,7 +54,10 @@ def scores_path(config: Mapping[str, Any], ds: str, model: str, protocol: str) -
 
 
 def targets(config: Mapping[str, Any], ds: str, datasets: Sequence[str]) -> list[str]:
-    """Default outputs for dataset ``ds``: each report and each protocol's leaderboard."""
+    """Default outputs for dataset ``ds``: each report and each protocol's leaderboard
+    (none at all when ``fairness.enabled`` is false)."""
+    if not (config.get("fairness") or {}).get("enabled", True):
+        return []
     wanted = (config.get("fairness") or {}).get("datasets") or list(datasets)
     if ds not in wanted:
         return []

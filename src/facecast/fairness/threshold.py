@@ -1,9 +1,15 @@
 """Fairness at one global decision threshold.
 
-Decision rule: a pair is accepted (declared "same person") when ``score > threshold``.
-The threshold for a target FMR is the lowest impostor score t with
-FMR(t) = #{impostors > t} / #impostors <= target (so the reached FMR never exceeds the
-target; with ties it may be below it).
+Decision rule (the same in stage ``evaluate``, :mod:`facecast.evaluate.metrics`): a pair is
+accepted (declared "same person") iff ``score >= threshold``. The threshold for a target
+FMR is the lowest t with FMR(t) = #{impostors >= t} / #impostors <= target, i.e. the value
+just above (``nextafter``) the highest impostor score that must be rejected; so the reached
+FMR never exceeds the target (with ties it may be below it), and a threshold copied to or
+from ``evaluate`` gives the same decisions.
+
+Resolvability: a target FMR below ``1 / n_impostors`` cannot be resolved by the protocol
+(the only reachable FMR at or below it is 0); :func:`fmr_resolvable` flags it, and the
+report prints such figures as ``n/a (N impostors)`` (:func:`unresolved_note`).
 
 Per protected group g (pairs whose two images share group g): FMR_g over the group's
 impostor pairs, FNMR_g over its genuine pairs, with counts and binomial intervals (Wilson
@@ -34,9 +40,11 @@ from facecast.fairness.bias import codes_of
 
 
 def thresholds_at_fmr(impostor_scores: np.ndarray, targets: Sequence[float]) -> np.ndarray:
-    """Lowest thresholds t with #{impostor > t}/#impostors <= target, one per target.
+    """Lowest thresholds t with #{impostor >= t}/#impostors <= target, one per target.
 
-    With no impostors the threshold is NaN.
+    Accept iff ``score >= t``. With ``k = floor(target * n)`` impostors allowed, t is just
+    above the (k+1)-th highest impostor score (``nextafter`` towards +inf); a target that
+    allows every impostor gives the lowest impostor score. No impostors: NaN.
     """
     s = np.sort(np.asarray(impostor_scores, dtype=np.float64))[::-1]
     n = s.shape[0]
@@ -44,9 +52,24 @@ def thresholds_at_fmr(impostor_scores: np.ndarray, targets: Sequence[float]) -> 
     if n == 0:
         return out
     for i, target in enumerate(targets):
-        k = int(np.floor(float(target) * n + 1e-9))  # impostors allowed above t
-        out[i] = s[k] if k < n else np.nextafter(s[-1], -np.inf)
+        k = int(np.floor(float(target) * n + 1e-9))  # impostors allowed at or above t
+        out[i] = np.nextafter(s[k], np.inf) if k < n else s[-1]
     return out
+
+
+def fmr_resolvable(n_impostor: int | np.ndarray, target: float | np.ndarray
+                   ) -> bool | np.ndarray:
+    """Whether ``n_impostor`` impostor pairs can resolve FMR ``target``
+    (``n_impostor * target >= 1``). A NaN target (a fixed threshold) counts as resolvable."""
+    n = np.asarray(n_impostor, dtype=np.float64)
+    t = np.asarray(target, dtype=np.float64)
+    out = np.isnan(t) | (n * np.nan_to_num(t) >= 1.0 - 1e-9)
+    return bool(out) if out.ndim == 0 else out
+
+
+def unresolved_note(n_impostor: int) -> str:
+    """The table cell of a figure the protocol cannot resolve: ``n/a (262 impostors)``."""
+    return f"n/a ({int(n_impostor)} impostors)"
 
 
 def binomial_interval(k: np.ndarray, n: np.ndarray, confidence: float = 0.95,
@@ -82,7 +105,8 @@ def binomial_interval(k: np.ndarray, n: np.ndarray, confidence: float = 0.95,
 def group_rates(scores: np.ndarray, labels: np.ndarray, group: np.ndarray,
                 thresholds: Sequence[float], *, confidence: float = 0.95,
                 method: str = "wilson") -> pd.DataFrame:
-    """FMR and FNMR per (threshold, group) with counts and intervals.
+    """FMR and FNMR per (threshold, group) with counts and intervals (accept iff
+    ``score >= threshold``).
 
     Pairs with group None are ignored. Columns: ``threshold_index``, ``threshold``,
     ``group``, ``n_impostor``, ``false_matches``, ``fmr``, ``fmr_lo``, ``fmr_hi``,
@@ -100,8 +124,8 @@ def group_rates(scores: np.ndarray, labels: np.ndarray, group: np.ndarray,
         m = codes == gi
         imp = np.sort(scores[m & ~labels])
         gen = np.sort(scores[m & labels])
-        fm = imp.shape[0] - np.searchsorted(imp, thr, side="right")
-        fnm = np.searchsorted(gen, thr, side="right")
+        fm = imp.shape[0] - np.searchsorted(imp, thr, side="left")   # accept: score >= t
+        fnm = np.searchsorted(gen, thr, side="left")
         rows.append(pd.DataFrame({
             "threshold_index": np.arange(thr.shape[0]), "threshold": thr, "group": name,
             "n_impostor": imp.shape[0], "false_matches": fm,
@@ -212,7 +236,7 @@ def sweep_rates(scores: np.ndarray, labels: np.ndarray, group: np.ndarray,
     labels = np.asarray(labels).astype(bool)
     thr = np.asarray(thresholds, dtype=np.float64)
     imp_all = np.sort(scores[~labels])
-    global_fmr = (imp_all.shape[0] - np.searchsorted(imp_all, thr, side="right")) / max(
+    global_fmr = (imp_all.shape[0] - np.searchsorted(imp_all, thr, side="left")) / max(
         imp_all.shape[0], 1)
     rates = group_rates(scores, labels, group, thr)
     rates["global_fmr"] = global_fmr[rates["threshold_index"].to_numpy()]

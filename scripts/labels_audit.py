@@ -1,0 +1,17 @@
+"""Rule audit: the label audit of one dataset (facecast.labels.audit.run_audit)."""
+
+from facecast.labels.audit import run_audit
+from facecast.workflow_glue import script_context
+
+with script_context(snakemake) as ctx:
+    run_audit(
+        snakemake.input.attributes,
+        snakemake.params.out_dir,
+        snakemake.params.cfg,
+        embeddings=list(snakemake.input.get("embeddings", [])),
+        faces=list(snakemake.input.get("faces", [])),
+        features=snakemake.input.get("features") or None,
+        protected=snakemake.params.protected,
+        seed=int(snakemake.params.seed),
+        provenance=ctx.provenance,
+    )

@@ -1,0 +1,9 @@
+"""Rule features_merge: identity shrinkage, percentiles, reliability, prominent labels."""
+
+from facecast.labels.features import run_features_merge
+from facecast.workflow_glue import script_context
+
+with script_context(snakemake) as ctx:
+    run_features_merge(list(snakemake.input.shards), snakemake.input.attributes,
+                       snakemake.params.out_dir, snakemake.params.cfg,
+                       protected=snakemake.params.protected, provenance=ctx.provenance)

@@ -1,0 +1,52 @@
+"""Known-truth synthetic pairs for the covariate model (tests and benchmarks).
+
+Two covariates x = (x_q, x_g) in [0, 1] (query and gallery image). Per class a two-component
+normal mixture whose locations and weight vary with x (issue 13):
+match: mu_1 = 0.55 + 0.45 (x_q - x_g)^2 + 0.15 sin 3 x_q - 0.10 x_g, mu_2 = mu_1 + 0.30,
+weight of component 2 = sigmoid(-1 + 3 (x_q + x_g - 1)), sd 0.10 each;
+non-match: mu_1 = 0.10 + 0.10 (x_q - x_g)^2 + 0.05 sin 3 x_g + 0.05 x_q, mu_2 = mu_1 + 0.12,
+weight sigmoid(-1 + 2 (x_q + x_g - 1)), sd 0.06 each.
+Extra covariates (``n_covariates`` > 2) are uniform noise with no effect.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from facecast.covariates.mixture import mixture_cdf, mixture_quantile
+
+
+def _sigmoid(v: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+def true_mixture(x: np.ndarray, cls: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(w, mu, sd), each (n, 2), of class ``cls`` (match | nonmatch) at covariates x (n, >=2)."""
+    xq, xg = np.asarray(x, float)[:, 0], np.asarray(x, float)[:, 1]
+    if cls == "match":
+        m1 = 0.55 + 0.45 * (xq - xg) ** 2 + 0.15 * np.sin(3 * xq) - 0.10 * xg
+        m2, p2, sd = m1 + 0.30, _sigmoid(-1 + 3 * (xq + xg - 1)), 0.10
+    else:
+        m1 = 0.10 + 0.10 * (xq - xg) ** 2 + 0.05 * np.sin(3 * xg) + 0.05 * xq
+        m2, p2, sd = m1 + 0.12, _sigmoid(-1 + 2 * (xq + xg - 1)), 0.06
+    w = np.column_stack([1 - p2, p2])
+    mu = np.column_stack([m1, m2])
+    return w, mu, np.full_like(mu, sd)
+
+
+def true_fnmr_at_fmr(x: np.ndarray, fmr: float) -> np.ndarray:
+    """The true FNMR at target FMR at each covariate row."""
+    t = mixture_quantile(fmr, *true_mixture(x, "nonmatch"), upper=True)
+    return mixture_cdf(t, *true_mixture(x, "match"))
+
+
+def sample_class(n: int, cls: str, rng: np.random.Generator, n_covariates: int = 2,
+                 x: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` (x, y) draws of class ``cls``; x uniform on [0, 1]^d unless given."""
+    if x is None:
+        x = rng.uniform(0, 1, (n, n_covariates))
+    w, mu, sd = true_mixture(x, cls)
+    comp = (rng.uniform(size=len(x)) < w[:, 1]).astype(int)
+    rows = np.arange(len(x))
+    y = rng.normal(mu[rows, comp], sd[rows, comp])
+    return x, y

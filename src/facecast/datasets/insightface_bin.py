@@ -1,0 +1,198 @@
+"""insightface verification ``.bin`` sets (lfw.bin, cfp_fp.bin, agedb_30.bin, ...).
+
+A ``.bin`` is a pickle of ``(bins, issame_list)``: ``bins`` the encoded images (JPEG/PNG
+bytes, or uint8 numpy arrays of those bytes), two per pair, pairs consecutive
+(images ``2k`` and ``2k+1`` form pair ``k``); ``issame_list`` one bool per pair.
+
+The file is never handed to ``pickle.load``: :class:`RestrictedUnpickler` resolves only
+the few callables this layout needs (numpy's array and scalar reconstructors, restricted
+to bool and uint8 data, ``_codecs.encode`` for Python 3 protocol-2 ``bytes`` in latin-1,
+and ``bytes()`` without arguments for an empty entry) and refuses every other global with :class:`UnsafePickleError`. The result is
+then checked against the layout.
+
+The images become a dataset (kind ``insightface_bin``): manifest paths are locators
+``<bin name>#<index>``. The file names no identities; each image gets a placeholder
+identity from the pair labels (``p<k>`` for both images of a genuine pair, ``p<k>a`` /
+``p<k>b`` for an impostor pair), so identities are consistent with the labels but the same
+person in two pairs has two identities: do not mine benchmarks from such a dataset.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from facecast.manifest import DatasetError
+
+#: numpy dtypes a .bin may carry (bytes of images, bool labels)
+_ALLOWED_DTYPES = {np.dtype(np.uint8), np.dtype(np.bool_), np.dtype(np.int8)}
+_NUMPY_CORE = ("numpy.core.multiarray", "numpy._core.multiarray")
+
+
+class UnsafePickleError(DatasetError):
+    """The pickle asks for something a verification .bin never needs."""
+
+
+def _safe_dtype(*args: Any) -> np.dtype:
+    dt = np.dtype(*args)
+    if dt not in _ALLOWED_DTYPES:
+        raise UnsafePickleError(f"refused numpy dtype {dt} (only bool and uint8 arrays are "
+                                "allowed in a verification .bin)")
+    return dt
+
+
+def _safe_reconstruct(cls: Any, shape: Any, dtype_code: Any) -> np.ndarray:
+    if cls is not np.ndarray:
+        raise UnsafePickleError(f"refused array subclass {cls!r}")
+    return np.ndarray.__new__(np.ndarray, shape, _safe_dtype(dtype_code))
+
+
+def _safe_scalar(dtype: Any, data: Any = None) -> Any:
+    dt = _safe_dtype(dtype)
+    if not isinstance(data, (bytes, bytearray)) or len(data) != dt.itemsize:
+        raise UnsafePickleError("refused numpy scalar without raw bytes of its size")
+    return np.frombuffer(bytes(data), dtype=dt)[0]
+
+
+def _safe_frombuffer(buf: Any, dtype: Any, shape: Any, order: str = "C") -> np.ndarray:
+    # numpy's reduction of arrays for pickle protocol 5
+    if not isinstance(buf, (bytes, bytearray, pickle.PickleBuffer)):
+        raise UnsafePickleError("refused numpy _frombuffer without a byte buffer")
+    dt = _safe_dtype(dtype)
+    return np.frombuffer(bytes(buf), dtype=dt).reshape(shape, order=order).copy()
+
+
+def _safe_encode(text: Any, encoding: str = "utf-8") -> bytes:
+    # Python 3 pickles `bytes` with protocol < 3 as _codecs.encode(str, 'latin1')
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise UnsafePickleError("refused _codecs.encode other than (str, 'latin1')")
+    return text.encode("latin-1")
+
+
+def _safe_empty_bytes(*args: Any) -> bytes:
+    # Python 3 pickles b"" with protocol < 3 as bytes()
+    if args:
+        raise UnsafePickleError("refused bytes(...) with arguments")
+    return b""
+
+
+_ALLOWED_GLOBALS: dict[tuple[str, str], Any] = {
+    ("builtins", "bytes"): _safe_empty_bytes,
+    ("__builtin__", "bytes"): _safe_empty_bytes,
+    **{(m, "_reconstruct"): _safe_reconstruct for m in _NUMPY_CORE},
+    **{(m, "scalar"): _safe_scalar for m in _NUMPY_CORE},
+    **{(m, "_frombuffer"): _safe_frombuffer for m in ("numpy.core.numeric",
+                                                       "numpy._core.numeric")},
+    ("numpy", "ndarray"): np.ndarray,
+    ("numpy", "dtype"): _safe_dtype,
+    ("_codecs", "encode"): _safe_encode,
+}
+
+
+class RestrictedUnpickler(pickle.Unpickler):
+    """An unpickler that builds only tuples, lists, bytes, bools and bool/uint8 arrays."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        fn = _ALLOWED_GLOBALS.get((module, name))
+        if fn is None:
+            raise UnsafePickleError(
+                f"refused to load {module}.{name}: a verification .bin holds only lists of "
+                "encoded images and bools, so this file is not one (or is malicious)")
+        return fn
+
+
+def restricted_loads(data: bytes) -> Any:
+    """Unpickle ``data`` with :class:`RestrictedUnpickler` (``encoding='bytes'`` for
+    Python 2 pickles, as insightface loads them)."""
+    return RestrictedUnpickler(io.BytesIO(data), encoding="bytes").load()
+
+
+def _as_image_bytes(item: Any) -> bytes | None:
+    if isinstance(item, (bytes, bytearray)):
+        return bytes(item)
+    if isinstance(item, np.ndarray) and item.dtype == np.uint8 and item.ndim == 1:
+        return item.tobytes()
+    return None
+
+
+def load_bin(path: str | os.PathLike) -> tuple[list[bytes], np.ndarray]:
+    """``(encoded images, issame)`` of a verification .bin; DatasetError if it is not one."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"verification .bin {path} does not exist")
+    try:
+        obj = restricted_loads(path.read_bytes())
+    except UnsafePickleError as exc:
+        raise UnsafePickleError(f"{path}: {exc}") from None
+    except Exception as exc:  # truncated or not a pickle at all
+        raise DatasetError(f"{path}: not a readable insightface .bin "
+                           f"({type(exc).__name__}: {exc})") from None
+    if not isinstance(obj, (tuple, list)) or len(obj) != 2:
+        raise DatasetError(f"{path}: expected a pickled (images, issame) pair")
+    bins, issame = obj
+    if not isinstance(bins, (list, tuple, np.ndarray)):
+        raise DatasetError(f"{path}: the images are not a list")
+    images = []
+    for i, item in enumerate(bins):
+        b = _as_image_bytes(item)
+        if b is None:
+            raise DatasetError(f"{path}: image {i} is {type(item).__name__}, not encoded bytes")
+        images.append(b)
+    try:
+        same = np.array([bool(x) for x in issame], dtype=bool)
+    except TypeError as exc:
+        raise DatasetError(f"{path}: the issame list is not a list of bools") from exc
+    if len(images) != 2 * len(same):
+        raise DatasetError(f"{path}: {len(images)} images for {len(same)} pairs "
+                           f"(expected {2 * len(same)})")
+    return images, same
+
+
+def write_bin(path: str | os.PathLike, images: list[bytes], issame: list[bool],
+              protocol: int = 4) -> None:
+    """Write a verification .bin in insightface's layout (for tests and tools)."""
+    with open(path, "wb") as fh:
+        pickle.dump((list(images), list(map(bool, issame))), fh, protocol=protocol)
+
+
+_CACHE: dict[tuple[str, float], tuple[list[bytes], np.ndarray]] = {}
+_LOCK = threading.Lock()
+
+
+def cached_bin(path: str | os.PathLike) -> tuple[list[bytes], np.ndarray]:
+    """:func:`load_bin`, loaded once per process (the faces stage reads images by index)."""
+    real = os.path.realpath(path)
+    key = (real, os.path.getmtime(real))
+    with _LOCK:
+        if key not in _CACHE:
+            _CACHE.clear()
+            _CACHE[key] = load_bin(real)
+        return _CACHE[key]
+
+
+def placeholder_identities(issame: np.ndarray) -> list[str]:
+    """Identity per image from the pair labels (module docstring)."""
+    out = []
+    for k, same in enumerate(issame.tolist()):
+        out += [f"p{k}", f"p{k}"] if same else [f"p{k}a", f"p{k}b"]
+    return out
+
+
+def read_insightface_bin(path: str | os.PathLike) -> pd.DataFrame:
+    """Raw manifest rows of a .bin: ``path`` (``<bin name>#<i>``), placeholder ``identity``."""
+    path = Path(path)
+    images, issame = load_bin(path)
+    n = len(images)
+    status = ["ok" if len(b) else "decode_error" for b in images]
+    message = ["" if len(b) else f"image {i} of {path.name} is empty" for i, b in
+               enumerate(images)]
+    return pd.DataFrame({"path": [f"{path.name}#{i}" for i in range(n)],
+                         "identity": placeholder_identities(issame),
+                         "status": status, "message": message})

@@ -1,0 +1,215 @@
+"""Per-group decision thresholds (Robinson et al., "Face recognition: too bias, or not too
+bias?", CVPRW 2020 - Balanced Faces in the Wild).
+
+Decision rule: accept iff ``score >= t``. For a target FMR f* the threshold of a set of
+impostor scores is ``t = inf{t : FMR(t) <= f*}``; with ``>=`` the infimum is not attained,
+so facecast uses the next float above the ``(floor(f* n) + 1)``-th highest impostor score
+(the lowest representable threshold meeting the target). Per protected group s (pairs
+whose two images share s): ``t_s`` from the group's impostors, next to the global ``t``
+from all impostors. Per group and target:
+
+* ``deviation = (FMR_s(t) - f*) / f*`` under the global and under the per-group threshold
+  (BFW's "deviation from the intended FMR"), and ``TAR_s`` under each;
+* a cross-validated variant: thresholds fitted on the other folds, FMR_s and TAR_s counted
+  on the held-out fold and pooled over folds, so the per-group gain is not measured on its
+  own fitting data;
+* identity-clustered bootstrap intervals on the deviations (thresholds re-fitted in every
+  replicate).
+
+A target below ``1 / n`` impostors cannot be met by counting (the threshold sits above
+every impostor): such rows carry ``resolvable = False`` and read ``n/a (k impostors)``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from facecast.evaluate.bands import percentile_band, replicate_weights
+from facecast.fairness.threshold import fmr_resolvable, thresholds_at_fmr
+from facecast.figures import pyplot, save_figure
+
+
+def threshold_at_fmr(impostor_scores: np.ndarray, target: float) -> float:
+    """``inf{t : #{impostor >= t} / n <= target}``: the next float above the
+    ``(floor(target * n) + 1)``-th highest impostor (the shared convention of
+    :func:`facecast.fairness.threshold.thresholds_at_fmr`); NaN without impostors."""
+    return float(thresholds_at_fmr(impostor_scores, [float(target)])[0])
+
+
+def weighted_threshold(scores: np.ndarray, weights: np.ndarray, target: float) -> np.ndarray:
+    """:func:`threshold_at_fmr` with impostor weights ``(B, n)``: one threshold per row."""
+    s = np.asarray(scores, dtype=np.float64)
+    w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+    out = np.full(w.shape[0], np.nan)
+    if s.shape[0] == 0:
+        return out
+    u, inv = np.unique(s, return_inverse=True)
+    wu = np.zeros((w.shape[0], u.shape[0]))
+    np.add.at(wu.T, inv, w.T)
+    total = wu.sum(axis=1, keepdims=True)
+    above = total - np.cumsum(wu, axis=1)          # weight of scores > u_j
+    ok = above <= float(target) * total + 1e-9 * np.maximum(total, 1)
+    j = np.argmax(ok, axis=1)
+    out = np.nextafter(u[j], np.inf)
+    out = np.where(float(target) >= 1.0, u[0], out)
+    return np.where(total[:, 0] > 0, out, np.nan)
+
+
+def _rates(scores: np.ndarray, labels: np.ndarray, w: np.ndarray, t: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Weighted false matches, impostors, true accepts, genuines per row at thresholds t."""
+    acc = scores[None, :] >= t[:, None]
+    imp, gen = ~labels, labels
+    return ((w * (acc & imp)).sum(1), (w * imp).sum(1), (w * (acc & gen)).sum(1),
+            (w * gen).sum(1))
+
+
+def _deviation(fm: np.ndarray, n: np.ndarray, target: float) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (fm / n - target) / target
+
+
+def group_threshold_table(scores: np.ndarray, labels: np.ndarray, group: np.ndarray,
+                          targets: Sequence[float], *, folds: np.ndarray | None = None,
+                          identity_a: np.ndarray | None = None,
+                          identity_b: np.ndarray | None = None, n_boot: int = 0,
+                          seed: int = 0, confidence: float = 0.95) -> pd.DataFrame:
+    """One row per (target FMR, group) - see the module docstring.
+
+    ``group``: each pair's group (None for mixed or unknown pairs: they count for the
+    global threshold only). Columns: ``target_fmr``, ``group``, ``n_impostor``,
+    ``n_genuine``, ``resolvable``, ``global_threshold``, ``group_threshold``,
+    ``fmr_global``, ``fmr_group``, ``deviation_global``, ``deviation_group``,
+    ``tar_global``, ``tar_group``, the cross-validated ``*_cv`` counterparts (when
+    ``folds`` has two or more folds), ``deviation_*_lo/hi`` (bootstrap) and ``n_boot``.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels).astype(bool)
+    g = np.asarray(group, dtype=object)
+    names = sorted({str(x) for x in g[pd.notna(g)]})
+    fold_names = sorted(set(np.asarray(folds).astype(str))) if folds is not None else []
+    f_arr = np.asarray(folds).astype(str) if folds is not None else None
+    rows = []
+    for target in targets:
+        t_glob = threshold_at_fmr(s[~y], target)
+        for name in names:
+            m = g == name
+            ms, my = s[m], y[m]
+            n_imp, n_gen = int((~my).sum()), int(my.sum())
+            t_grp = threshold_at_fmr(ms[~my], target)
+            row = {"target_fmr": float(target), "group": name, "n_impostor": n_imp,
+                   "n_genuine": n_gen, "resolvable": bool(fmr_resolvable(n_imp, target)),
+                   "global_threshold": t_glob, "group_threshold": t_grp}
+            for key, t in (("global", t_glob), ("group", t_grp)):
+                fm, ni, ta, ng = _rates(ms, my, np.ones((1, len(ms))), np.array([t]))
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    row[f"fmr_{key}"] = float(fm[0] / ni[0])
+                    row[f"tar_{key}"] = float(ta[0] / ng[0])
+                row[f"false_matches_{key}"] = int(fm[0])
+                row[f"deviation_{key}"] = float(_deviation(fm, ni, target)[0])
+            if len(fold_names) >= 2:
+                row.update(_cross_validated(s, y, g, f_arr, fold_names, name, target))
+            rows.append(row)
+    out = pd.DataFrame(rows)
+    if n_boot > 0 and identity_a is not None and len(out):
+        out = _bootstrap(out, s, y, g, names, targets, identity_a, identity_b, n_boot, seed,
+                         confidence)
+    out["n_boot"] = int(n_boot)
+    return out
+
+
+def _cross_validated(s: np.ndarray, y: np.ndarray, g: np.ndarray, folds: np.ndarray,
+                     fold_names: Sequence[str], name: str, target: float) -> dict:
+    """Thresholds fitted on the other folds, rates counted on the held-out fold, pooled."""
+    acc = {"fm_global": 0, "fm_group": 0, "ta_global": 0, "ta_group": 0, "ni": 0, "ng": 0}
+    for f in fold_names:
+        test, train = folds == f, folds != f
+        t_glob = threshold_at_fmr(s[train & ~y], target)
+        t_grp = threshold_at_fmr(s[train & ~y & (g == name)], target)
+        m = test & (g == name)
+        for key, t in (("global", t_glob), ("group", t_grp)):
+            if np.isfinite(t):
+                acc[f"fm_{key}"] += int((s[m & ~y] >= t).sum())
+                acc[f"ta_{key}"] += int((s[m & y] >= t).sum())
+            else:  # no training impostors: nothing to decide with; count as rejecting
+                pass
+        acc["ni"] += int((m & ~y).sum())
+        acc["ng"] += int((m & y).sum())
+    out = {}
+    for key in ("global", "group"):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            fmr = acc[f"fm_{key}"] / acc["ni"] if acc["ni"] else np.nan
+            out[f"fmr_{key}_cv"] = fmr
+            out[f"tar_{key}_cv"] = acc[f"ta_{key}"] / acc["ng"] if acc["ng"] else np.nan
+            out[f"deviation_{key}_cv"] = (fmr - target) / target
+    out["n_folds_cv"] = len(fold_names)
+    return out
+
+
+def _bootstrap(out: pd.DataFrame, s: np.ndarray, y: np.ndarray, g: np.ndarray,
+               names: Sequence[str], targets: Sequence[float], identity_a: np.ndarray,
+               identity_b: np.ndarray, n_boot: int, seed: int, confidence: float
+               ) -> pd.DataFrame:
+    reps = {(t, n, k): [] for t in targets for n in names for k in ("global", "group")}
+    for w in replicate_weights(identity_a, identity_b, n_boot, seed):
+        for target in targets:
+            t_glob = weighted_threshold(s[~y], w[:, ~y], target)
+            for name in names:
+                m = g == name
+                t_grp = weighted_threshold(s[m & ~y], w[:, m & ~y], target)
+                for key, t in (("global", t_glob), ("group", t_grp)):
+                    fm, ni, _, _ = _rates(s[m], y[m], w[:, m], t)
+                    reps[(target, name, key)].append(_deviation(fm, ni, target))
+    for key in ("global", "group"):
+        lo, hi = [], []
+        for target, name in zip(out["target_fmr"], out["group"], strict=True):
+            vals = np.concatenate(reps[(target, name, key)])[:, None]
+            a, b = percentile_band(vals, confidence)
+            lo.append(float(a[0]))
+            hi.append(float(b[0]))
+        out[f"deviation_{key}_lo"] = lo
+        out[f"deviation_{key}_hi"] = hi
+    return out
+
+
+def plot_deviation(table: pd.DataFrame, path: str | os.PathLike, title: str = "") -> None:
+    """Deviation from the intended FMR per group: global vs per-group threshold, one panel
+    per target (bootstrap intervals as error bars; cross-validated values as crosses)."""
+    plt = pyplot()
+    targets = list(dict.fromkeys(table["target_fmr"]))
+    fig, axes = plt.subplots(1, max(len(targets), 1), squeeze=False,
+                             figsize=(4.8 * max(len(targets), 1), 3.8),
+                             constrained_layout=True)
+    for ax, target in zip(axes[0], targets, strict=False):
+        sub = table[table["target_fmr"] == target].reset_index(drop=True)
+        x = np.arange(len(sub))
+        for off, key, colour in ((-0.15, "global", "tab:red"), (0.15, "group", "tab:blue")):
+            v = sub[f"deviation_{key}"].to_numpy(np.float64)
+            if f"deviation_{key}_lo" in sub:
+                lo = sub[f"deviation_{key}_lo"].to_numpy(np.float64)
+                hi = sub[f"deviation_{key}_hi"].to_numpy(np.float64)
+                err = np.vstack([np.clip(v - lo, 0, None), np.clip(hi - v, 0, None)])
+                err = np.where(np.isfinite(err), err, 0)
+            else:
+                err = None
+            ax.errorbar(x + off, v, yerr=err, fmt="o", color=colour, capsize=3,
+                        label=f"{key} threshold")
+            if f"deviation_{key}_cv" in sub:
+                ax.plot(x + off, sub[f"deviation_{key}_cv"], "x", color=colour,
+                        label=f"{key} (cross-validated)")
+        for i, r in sub.iterrows():
+            if not r["resolvable"]:
+                ax.annotate(f"n/a ({r['n_impostor']} imp.)", (i, 0), fontsize=6,
+                            ha="center", va="bottom")
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xticks(x, sub["group"], rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("(FMR_s - f*) / f*")
+        ax.set_title(f"target FMR {target:g}", fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(title or "deviation from the intended FMR", fontsize=9)
+    save_figure(fig, path, dpi=100)

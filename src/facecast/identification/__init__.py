@@ -1,0 +1,1 @@
+"""1:N identification: gallery/probe protocol, blocked search, CMC and FNIR at FPIR."""

@@ -1,0 +1,208 @@
+"""What rule ``identification`` calls: 1:N search of one model on a pool, per group.
+
+Writes into ``results/{ds}/identification/{model}/``:
+
+=========================  =================================================================
+``protocol.parquet``       every pool image with its role (gallery / mated / nonmated /
+                           unused + reason; images without an embedding are unused)
+``searches.parquet``       one row per probe: identity, group, mate rank and score, top-k
+                           candidate ids and scores
+``cmc.parquet/.csv``       identification rate at ranks R, overall and per group
+``fnir.parquet/.csv``      FNIR(N, R, T) at FPIR(N, T) targets, overall and per group
+                           (T from all non-mated searches)
+``det.parquet``            identification DET (FPIR vs FNIR over T), overall and per group
+``cmc.png``, ``det.png``   plots
+=========================  =================================================================
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from facecast.atomic import write_text
+from facecast.evaluate.scoring import load_embeddings
+from facecast.fairness.annotate import spec_columns
+from facecast.fairness.groups import image_labels, parse_specs
+from facecast.fairness.stage import load_attributes
+from facecast.figures import pyplot, save_figure
+from facecast.html_tables import frame_html, write_html_page
+from facecast.identification.metrics import cmc, det_curve, fnir, fnir_at_fpir, fpir
+from facecast.identification.protocol import build_protocol, protocol_counts
+from facecast.identification.search import search
+from facecast.parquet_io import read_parquet, write_parquet
+
+log = logging.getLogger(__name__)
+
+
+def _write(df: pd.DataFrame, out: Path, stem: str, prov: Mapping[str, Any],
+           csv: bool = True) -> None:
+    write_parquet(df, out / f"{stem}.parquet", provenance=prov)
+    if csv:
+        write_text(out / f"{stem}.csv", df.to_csv(index=False))
+
+
+def run_identification(pool_path: str | os.PathLike, embed_paths: Sequence[str | os.PathLike],
+                       attributes_path: str | os.PathLike, out_dir: str | os.PathLike,
+                       cfg: Mapping[str, Any], fairness_cfg: Mapping[str, Any], *,
+                       model: str, seed: int,
+                       provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Every identification output for one model (see the module docstring)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    prov = {**dict(provenance or {}), "stage": "identification", "model": model}
+    pool = read_parquet(pool_path)
+    if "status" in pool.columns:
+        pool = pool[pool["status"].astype(str) == "ok"]
+    for col in ("image_id", "identity"):
+        if col not in pool.columns:
+            raise ValueError(f"{pool_path} lacks column {col!r}")
+    proto = build_protocol(pool, seed=int(seed),
+                           heldout_fraction=float(cfg.get("heldout_fraction", 0.2)),
+                           gallery_size=int(cfg.get("gallery_size", 0)),
+                           max_probes_per_identity=int(cfg.get("max_probes_per_identity", 0)))
+    used = proto.loc[proto["role"] != "unused", "image_id"].tolist()
+    ids, emb = load_embeddings(embed_paths, used)
+    have = set(ids.tolist())
+    missing = proto["role"].ne("unused") & ~proto["image_id"].isin(have)
+    proto.loc[missing, "reason"] = "no embedding (" + proto.loc[missing, "role"] + ")"
+    proto.loc[missing, "role"] = "unused"
+    log.info("protocol: %s", protocol_counts(proto))
+    write_parquet(proto, out / "protocol.parquet", provenance=prov)
+
+    row_of = {i: k for k, i in enumerate(ids.tolist())}
+    gal = proto[proto["role"] == "gallery"].reset_index(drop=True)
+    probes = proto[proto["role"].isin(["mated", "nonmated"])].reset_index(drop=True)
+    if gal.empty or probes.empty:
+        raise ValueError(f"identification protocol for {model} has {len(gal)} gallery "
+                         f"images and {len(probes)} probes; the pool is too small")
+    gal_rows = np.array([row_of[i] for i in gal["image_id"]], dtype=np.int64)
+    probe_rows = np.array([row_of[i] for i in probes["image_id"]], dtype=np.int64)
+    gal_pos = {ident: k for k, ident in enumerate(gal["identity"])}
+    mate = np.array([gal_pos.get(i, -1) if r == "mated" else -1
+                     for i, r in zip(probes["identity"], probes["role"], strict=True)])
+    ranks = sorted({int(r) for r in cfg.get("ranks", [1, 5, 10, 20])})
+    res = search(emb[probe_rows], emb[gal_rows], mate, k=max(ranks),
+                 probe_block=int(cfg.get("probe_block", 2048)),
+                 gallery_block=int(cfg.get("gallery_block", 65536)),
+                 device=str(cfg.get("device", "auto")), progress=True)
+
+    # groups of the probes (fairness.protected, per-identity vote)
+    protected = parse_specs(fairness_cfg.get("protected"))
+    group = np.full(len(probes), None, dtype=object)
+    if protected:
+        attrs = load_attributes(attributes_path, probes["identity"].unique(),
+                                spec_columns({"protected": fairness_cfg.get("protected")}))
+        labels = image_labels(attrs, protected, [], sync=fairness_cfg.get("sync", "majority"))
+        group = labels["group"].reindex(probes["image_id"].to_numpy()).to_numpy(object)
+    gal_ids = gal["image_id"].to_numpy(object)
+    searches = probes[["image_id", "identity", "role"]].assign(
+        group=group, mate_rank=res.mate_rank, mate_score=res.mate_score,
+        top1_score=res.top_score[:, 0],
+        top_ids=[list(gal_ids[r]) for r in res.top_index],
+        top_scores=[list(map(float, r)) for r in res.top_score])
+    write_parquet(searches, out / "searches.parquet", provenance=prov)
+
+    targets = [float(t) for t in cfg.get("fpir_targets", [0.01, 0.1])]
+    fnir_rank = int(cfg.get("fnir_rank", 1))
+    mated = searches["role"] == "mated"
+    nonm = searches["role"] == "nonmated"
+    top1_nm = searches.loc[nonm, "top1_score"].to_numpy(np.float64)
+    overall = fnir_at_fpir(searches["mate_rank"], searches["mate_score"], top1_nm, targets,
+                           fnir_rank)
+    overall.insert(0, "group", "all")
+    overall["n_gallery"] = len(gal)
+    cmc_rows, fnir_rows, det_rows = [], [overall], []
+    groups = ["all", *sorted({str(g) for g in group if g is not None and pd.notna(g)})]
+    for name in groups:
+        m = np.ones(len(searches), bool) if name == "all" else (searches["group"] == name)
+        m = np.asarray(m, bool)
+        rates = cmc(searches.loc[m & mated, "mate_rank"], ranks)
+        for r, v in zip(ranks, rates, strict=True):
+            cmc_rows.append({"group": name, "rank": r, "identification_rate": v,
+                             "n_mated": int((m & mated).sum()), "n_gallery": len(gal)})
+        d = det_curve(searches.loc[m, "mate_rank"], searches.loc[m, "mate_score"],
+                      searches.loc[m & nonm, "top1_score"], fnir_rank)
+        det_rows.append(d.assign(group=name))
+        if name == "all":
+            continue
+        sub = []
+        for _, row in overall.iterrows():
+            t = row["threshold"]
+            nm_g = searches.loc[m & nonm, "top1_score"].to_numpy(np.float64)
+            f = fnir(searches.loc[m, "mate_rank"], searches.loc[m, "mate_score"], fnir_rank, t)
+            sub.append({"group": name, "target_fpir": row["target_fpir"], "threshold": t,
+                        "fpir": fpir(nm_g, t), "fnir": f, "rank": fnir_rank,
+                        "n_mated": int((m & mated).sum()), "n_nonmated": int(nm_g.size),
+                        "resolvable": bool(row["resolvable"]),
+                        "text": f"{f:.4g}" if row["resolvable"] and np.isfinite(f)
+                        else row["text"], "n_gallery": len(gal)})
+        fnir_rows.append(pd.DataFrame(sub))
+    cmc_t = pd.DataFrame(cmc_rows)
+    fnir_t = pd.concat(fnir_rows, ignore_index=True)
+    det_t = pd.concat(det_rows, ignore_index=True)
+    for name, row in overall.iterrows():
+        if not row["resolvable"]:
+            log.warning("FPIR target %g: %s", row["target_fpir"], row["text"])
+    _write(cmc_t, out, "cmc", prov)
+    _write(fnir_t, out, "fnir", prov)
+    _write(det_t, out, "det", prov, csv=False)
+    counts = protocol_counts(proto)
+    write_html_page(out / "tables.html", f"Identification: {model}", [
+        f"<p>Open-set 1:N search (ISO/IEC 19795-1) on pool {cfg.get('pool', '')}: "
+        f"{counts['n_gallery']} enrolled identities (N), {counts['n_mated']} mated and "
+        f"{counts['n_nonmated']} non-mated searches ({counts['n_identities_nonmated']} "
+        "identities held out of the gallery). T for each target FPIR from all non-mated "
+        "searches.</p>",
+        frame_html(cmc_t, caption="CMC: identification rate at rank R"),
+        frame_html(fnir_t, caption=f"FNIR(N, R={fnir_rank}, T) at FPIR(N, T)")])
+    plot_cmc(cmc_t, out / "cmc.png", f"{model}: CMC (N = {len(gal)})")
+    plot_det(det_t, fnir_t, out / "det.png", f"{model}: identification DET (R = {fnir_rank})")
+    summary = {"model": model, **protocol_counts(proto),
+               "rank1": float(cmc_t.loc[(cmc_t["group"] == "all") & (cmc_t["rank"] == 1),
+                                        "identification_rate"].iloc[0])
+               if 1 in ranks else np.nan}
+    log.info("identification summary: %s", summary)
+    return summary
+
+
+def plot_cmc(table: pd.DataFrame, path: str | os.PathLike, title: str) -> None:
+    """Identification rate against rank, overall and per group."""
+    fig, ax = pyplot().subplots(figsize=(5.5, 4), constrained_layout=True)
+    for name, sub in table.groupby("group", sort=False):
+        ax.plot(sub["rank"], sub["identification_rate"], marker="o",
+                lw=2.2 if name == "all" else 1.2,
+                label=f"{name} ({int(sub['n_mated'].iloc[0])} searches)")
+    ax.set_xscale("log")
+    ax.set_xlabel("rank R")
+    ax.set_ylabel("identification rate (CMC)")
+    ax.set_ylim(0, 1.01)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=9)
+    save_figure(fig, path)
+
+
+def plot_det(det: pd.DataFrame, fnir_t: pd.DataFrame, path: str | os.PathLike,
+             title: str) -> None:
+    """FNIR against FPIR (log x), overall and per group; target FPIRs marked."""
+    fig, ax = pyplot().subplots(figsize=(5.5, 4), constrained_layout=True)
+    for name, sub in det.groupby("group", sort=False):
+        keep = sub["fpir"] > 0
+        ax.plot(sub.loc[keep, "fpir"], sub.loc[keep, "fnir"], lw=2.2 if name == "all" else 1.2,
+                label=str(name))
+    for t in sorted(set(fnir_t["target_fpir"])):
+        ax.axvline(t, color="grey", ls="--", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("FPIR(N, T)")
+    ax.set_ylabel("FNIR(N, R, T)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=9)
+    save_figure(fig, path)

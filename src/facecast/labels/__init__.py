@@ -1,0 +1,8 @@
+"""Attribute labels you can trust (issue 14): label audit, landmark features, descriptions.
+
+Modules: :mod:`.noise` (planted demo noise), :mod:`.agreement` (kappa / alpha),
+:mod:`.rules` (contradictions), :mod:`.metrics` (per-attribute baselines and scores),
+:mod:`.suspects` (ranked suspect labels), :mod:`.audit` (the ``audit`` stage),
+:mod:`.landmarks` / :mod:`.measures` / :mod:`.features` (the ``features`` stage),
+:mod:`.describe` (the ``describe`` stage), :mod:`.config` (``config_errors``).
+"""

@@ -1,0 +1,318 @@
+"""Stage ``features``: prominent facial features from dlib landmarks (results/{ds}/features/).
+
+Per shard (:func:`run_features_shard`): the 68-point predictor runs inside the MTCNN box,
+on the stored facenet crop (the box plus margin, so no image is decoded twice); landmarks
+are mapped back to image pixels; :func:`facecast.labels.landmarks.measurements` and a
+PnP head pose follow. Every faces row is kept: ``status`` ok | no_face (faces status not
+ok) | no_crop | landmark_error.
+
+Merge (:func:`run_features_merge`): images pass the near-frontal filter (|yaw| <=
+``max_yaw``, |pitch| <= ``max_pitch``; others keep their measures with ``frontal`` False
+and are left out of what follows); per identity a normal-normal shrinkage estimate
+(:func:`shrink`); percentiles and z-scores against a reference population (identities of
+``reference`` split: all | train | test, recorded in every row); per-feature ICC(1)
+reliability (:func:`icc1`); prominent labels at the ``low``/``high`` percentile cuts
+("wide nose" / "narrow nose"), with firing rates per fairness group.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from facecast.labels.html import write_html
+from facecast.labels.landmarks import (
+    MEASURES,
+    fit_landmarks,
+    head_pose,
+    load_predictor,
+    measurements,
+)
+from facecast.parquet_io import read_parquet, write_parquet
+
+__all__ = ["FEATURES_DEFAULTS", "PROMINENT_WORDS", "icc1", "percentile_of",
+           "prominent_labels", "run_features_merge", "run_features_shard", "shrink"]
+
+log = logging.getLogger(__name__)
+
+#: measure -> (word below the low cut, word above the high cut); a measure not listed here
+#: gets no prominent label
+PROMINENT_WORDS: dict[str, tuple[str, str]] = {
+    "nose_width": ("narrow nose", "wide nose"),
+    "nose_height": ("short nose", "long nose"),
+    "eye_distance": ("close-set eyes", "wide-set eyes"),
+    "eye_area": ("small eyes", "big eyes"),
+    "brow_arch": ("straight eyebrows", "arched eyebrows"),
+    "mouth_width": ("small mouth", "wide mouth"),
+    "lip_thickness": ("thin lips", "full lips"),
+    "chin_flatness": ("pointed chin", "flat chin"),
+    "face_aspect": ("round face", "long face"),
+}
+
+FEATURES_DEFAULTS: dict[str, Any] = {
+    "enabled": False, "crop": "facenet", "max_yaw": 25.0, "max_pitch": 25.0,
+    "reference": "all", "low": 0.10, "high": 0.90, "min_images": 1,
+}
+
+
+def merged_cfg(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``features`` config over :data:`FEATURES_DEFAULTS`."""
+    return FEATURES_DEFAULTS | dict(cfg or {})
+
+
+def run_features_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, *,
+                       margin: float = 14.0, provenance: Mapping[str, Any] | None = None
+                       ) -> pd.DataFrame:
+    """Landmarks, measures and pose for one faces shard; one output row per faces row."""
+    from facecast.faces.align import facenet_box
+    from facecast.faces.crops import decode_png
+
+    faces = read_parquet(faces_path, columns=["image_id", "status", "image_width",
+                                              "image_height", "bbox", "crop_facenet"])
+    predictor = load_predictor()
+    n = len(faces)
+    pts_img = np.full((n, 68, 2), np.nan)
+    pts_crop = np.full((n, 68, 2), np.nan)
+    status = np.full(n, "ok", dtype=object)
+    message = np.full(n, "", dtype=object)
+    size = 160
+    for i, r in enumerate(tqdm(faces.itertuples(index=False), total=n, desc="landmarks",
+                               mininterval=5.0)):
+        if r.status not in ("ok", "fallback"):
+            status[i], message[i] = "no_face", f"faces status {r.status}"
+            continue
+        if r.crop_facenet is None or r.bbox is None:
+            status[i], message[i] = "no_crop", "no facenet crop stored (faces.crops)"
+            continue
+        try:
+            crop = decode_png(r.crop_facenet)
+            size = crop.shape[1]
+            x1, y1, x2, y2 = facenet_box(np.asarray(r.bbox), (int(r.image_width),
+                                                             int(r.image_height)), size, margin)
+            sx, sy = size / (x2 - x1), size / (y2 - y1)
+            b = np.asarray(r.bbox, dtype=float)
+            box = [(b[0] - x1) * sx, (b[1] - y1) * sy, (b[2] - x1) * sx, (b[3] - y1) * sy]
+            p = fit_landmarks(predictor, crop, np.asarray(box))
+            pts_crop[i] = p
+            pts_img[i] = np.stack([x1 + p[:, 0] / sx, y1 + p[:, 1] / sy], axis=1)
+        except Exception as exc:  # a bad crop is a row with a status, not a failed job
+            status[i], message[i] = "landmark_error", f"{type(exc).__name__}: {exc}"
+    meas = measurements(pts_crop)
+    pose = head_pose(pts_crop, float(size)) if n else np.zeros((0, 3))
+    out = pd.DataFrame({"image_id": faces["image_id"].astype(str), "status": status,
+                        "message": message})
+    out["landmarks"] = [p.reshape(-1).astype(np.float32).tolist() if np.isfinite(p).all()
+                        else None for p in pts_img]
+    for k, v in meas.items():
+        out[f"m_{k}"] = v
+    out["pose_yaw"], out["pose_pitch"], out["pose_roll"] = pose.T if n else ([], [], [])
+    write_parquet(out, out_path, provenance=dict(provenance or {}) | {
+        "stage": "features", "predictor": "dlib shape_predictor_68_face_landmarks"})
+    log.info("features shard: %d rows, %d with landmarks", n, int((status == "ok").sum()))
+    return out
+
+
+def shrink(values: np.ndarray, groups: np.ndarray) -> pd.DataFrame:
+    """Normal-normal (empirical Bayes) shrinkage of per-group means toward the grand mean.
+
+    Within-group variance s2 (pooled), between-group variance tau2 (method of moments,
+    floored at 1e-12), prior mean mu (mean of group means). Group i with n_i values and
+    mean m_i: B_i = tau2 / (tau2 + s2 / n_i), estimate = mu + B_i (m_i - mu). As n_i grows
+    the estimate tends to m_i; with one image it is pulled furthest toward mu (all the way
+    when tau2 -> 0). Returns one row per group: n, mean, estimate, weight, mu, tau2, s2.
+    """
+    df = pd.DataFrame({"g": np.asarray(groups), "x": np.asarray(values, dtype=float)}).dropna()
+    agg = df.groupby("g", sort=True)["x"].agg(["size", "mean", "var"])
+    n_i = agg["size"].to_numpy(dtype=float)
+    m_i = agg["mean"].to_numpy()
+    dof = float((n_i - 1).sum())
+    s2 = float(np.nansum(agg["var"].to_numpy() * (n_i - 1)) / dof) if dof > 0 else 0.0
+    mu = float(m_i.mean()) if m_i.size else np.nan
+    tau2 = max(float(np.var(m_i, ddof=1)) - float(np.mean(s2 / n_i)), 1e-12) \
+        if m_i.size > 1 else 1e-12
+    b = tau2 / (tau2 + s2 / n_i) if s2 > 0 else np.ones_like(n_i)
+    return pd.DataFrame({"group": agg.index, "n": n_i.astype(int), "mean": m_i,
+                         "estimate": mu + b * (m_i - mu), "weight": b, "mu": mu,
+                         "tau2": tau2, "s2": s2})
+
+
+def icc1(values: np.ndarray, groups: np.ndarray) -> tuple[float, int]:
+    """One-way random-effects ICC(1) with unequal group sizes; (icc, n_groups used).
+
+    Groups with one value carry no within-group information and are left out; NaN when
+    fewer than two groups remain.
+    """
+    df = pd.DataFrame({"g": np.asarray(groups), "x": np.asarray(values, dtype=float)}).dropna()
+    sizes = df.groupby("g")["x"].transform("size")
+    df = df[sizes >= 2]
+    k = df["g"].nunique()
+    if k < 2:
+        return float("nan"), int(k)
+    n_tot = len(df)
+    agg = df.groupby("g")["x"].agg(["size", "mean"])
+    grand = df["x"].mean()
+    ssb = float((agg["size"] * (agg["mean"] - grand) ** 2).sum())
+    ssw = float(((df["x"] - df.groupby("g")["x"].transform("mean")) ** 2).sum())
+    msb, msw = ssb / (k - 1), ssw / (n_tot - k)
+    n0 = (n_tot - float((agg["size"] ** 2).sum()) / n_tot) / (k - 1)
+    den = msb + (n0 - 1) * msw
+    return (float((msb - msw) / den) if den > 0 else float("nan")), int(k)
+
+
+def percentile_of(values: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Mid-rank percentile (0..1) of each value within ``reference`` (NaN stays NaN)."""
+    ref = np.sort(np.asarray(reference, dtype=float)[np.isfinite(reference)])
+    v = np.asarray(values, dtype=float)
+    if ref.size == 0:
+        return np.full(v.shape, np.nan)
+    lo = np.searchsorted(ref, v, side="left")
+    hi = np.searchsorted(ref, v, side="right")
+    return np.where(np.isfinite(v), (lo + hi) / (2.0 * ref.size), np.nan)
+
+
+def prominent_labels(pct: pd.DataFrame, low: float, high: float) -> list[list[str]]:
+    """Per row, the prominent-feature phrases whose percentile is <= low or >= high."""
+    out: list[list[str]] = [[] for _ in range(len(pct))]
+    for m, (lo_word, hi_word) in PROMINENT_WORDS.items():
+        col = f"p_{m}"
+        if col not in pct.columns:
+            continue
+        v = pct[col].to_numpy(dtype=float)
+        for i in np.flatnonzero(v <= low):
+            out[i].append(lo_word)
+        for i in np.flatnonzero(v >= high):
+            out[i].append(hi_word)
+    return out
+
+
+def run_features_merge(shards: Sequence[str | os.PathLike], attributes: str | os.PathLike,
+                       out_dir: str | os.PathLike, cfg: Mapping[str, Any], *,
+                       protected: Mapping[str, Any] | None = None,
+                       provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Per-image and per-identity features, reliability and prominent-label rates."""
+    from facecast.fairness.groups import image_labels, parse_specs
+
+    c = merged_cfg(cfg)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    prov = dict(provenance or {}) | {"stage": "features_merge"}
+    img = pd.concat([read_parquet(p) for p in shards], ignore_index=True)
+    attrs = read_parquet(attributes)
+    attrs["image_id"] = attrs["image_id"].astype(str)
+    meta = attrs.set_index("image_id")[["identity", "split"]]
+    img = img.join(meta, on="image_id")
+    ok = img["status"] == "ok"
+    img["frontal"] = ok & (img["pose_yaw"].abs() <= float(c["max_yaw"])) & \
+        (img["pose_pitch"].abs() <= float(c["max_pitch"]))
+    img.loc[ok & ~img["frontal"], "status"] = "non_frontal"
+    ref = str(c["reference"])
+    if ref not in ("all", "train", "test"):
+        raise ValueError(f"features.reference must be all, train or test, got {ref!r}")
+    use = img[img["frontal"]]
+    names = [m for m in MEASURES]
+    ident_rows, rel_rows = [], []
+    ref_ids = set(use["identity"]) if ref == "all" else set(use.loc[use["split"] == ref,
+                                                                    "identity"])
+    if not ref_ids:
+        reason = f"n/a (the reference population {ref!r} has no near-frontal face)"
+        log.warning("features: %s; every output says so", reason)
+        return _write_empty(out, img, reason, prov)
+    for m in names:
+        col = f"m_{m}"
+        sh = shrink(use[col].to_numpy(), use["identity"].to_numpy())
+        sh = sh[sh["n"] >= int(c["min_images"])]
+        sh = sh.rename(columns={"group": "identity"})
+        sh["measure"] = m
+        ident_rows.append(sh)
+        icc, k = icc1(use[col].to_numpy(), use["identity"].to_numpy())
+        rel_rows.append({"measure": m, "icc": icc, "n_identities": k,
+                         "description": MEASURES[m],
+                         "status": "ok" if np.isfinite(icc) else
+                         f"n/a ({k} identities with >= 2 frontal images)"})
+    long = pd.concat(ident_rows, ignore_index=True)
+    ident = long.pivot(index="identity", columns="measure", values="estimate")
+    ident_n = long.groupby("identity")["n"].max()
+    ref_table = ident.loc[ident.index.isin(ref_ids)]
+    n_ref = len(ref_table)
+    id_out = pd.DataFrame({"identity": ident.index, "n_frontal": ident_n.reindex(ident.index)
+                           .to_numpy()})
+    img_pct = pd.DataFrame(index=img.index)
+    for m in names:
+        refv = ref_table[m].to_numpy()
+        mu, sd = float(np.nanmean(refv)), float(np.nanstd(refv, ddof=1)) if n_ref > 1 else np.nan
+        id_out[f"s_{m}"] = ident[m].to_numpy()
+        id_out[f"p_{m}"] = percentile_of(ident[m].to_numpy(), refv)
+        id_out[f"z_{m}"] = (ident[m].to_numpy() - mu) / sd if sd and sd > 0 else np.nan
+        v = img[f"m_{m}"].where(img["frontal"]).to_numpy(dtype=float)
+        img_pct[f"p_{m}"] = percentile_of(v, refv)
+        img[f"z_{m}"] = (v - mu) / sd if sd and sd > 0 else np.nan
+    id_out["prominent"] = [", ".join(x) for x in prominent_labels(
+        id_out, float(c["low"]), float(c["high"]))]
+    id_out["reference"] = f"{ref} ({n_ref} identities)"
+    img = pd.concat([img, img_pct], axis=1)
+    img["prominent"] = [", ".join(x) for x in prominent_labels(img_pct, float(c["low"]),
+                                                                float(c["high"]))]
+    img["reference"] = f"{ref} ({n_ref} identities)"
+    reliability = pd.DataFrame(rel_rows)
+    # firing rate of each prominent phrase per fairness group (identity level)
+    specs = [s for s in parse_specs(protected or {}) if s.column in attrs.columns]
+    rates = []
+    if specs:
+        g = image_labels(attrs, specs, [], sync="majority")
+        g_id = g.groupby("identity").first()
+        for s in [*[sp.name for sp in specs], "group"]:
+            col = g_id[s].reindex(id_out["identity"]).to_numpy(dtype=object)
+            for name in sorted({x for x in col if x is not None}):
+                sel = col == name
+                phrases = id_out.loc[sel, "prominent"]
+                for lo_w, hi_w in PROMINENT_WORDS.values():
+                    for w in (lo_w, hi_w):
+                        fired = phrases.map(lambda t, w=w: w in t.split(", "))
+                        rates.append({"grouping": s, "group": name, "label": w,
+                                      "n_identities": int(sel.sum()),
+                                      "rate": float(fired.mean()) if sel.any() else np.nan})
+    rates_df = pd.DataFrame(rates, columns=["grouping", "group", "label", "n_identities",
+                                            "rate"])
+    img_out = img.drop(columns=["split"])
+    write_parquet(img_out, out / "images.parquet", provenance=prov | {"reference": ref})
+    write_parquet(id_out, out / "identities.parquet", provenance=prov | {"reference": ref})
+    reliability.to_csv(out / "reliability.csv", index=False, float_format="%.4f")
+    rates_df.to_csv(out / "prominent_rates.csv", index=False, float_format="%.4f")
+    summary = img["status"].value_counts().rename_axis("status").reset_index(name="n")
+    summary.to_csv(out / "status.csv", index=False)
+    write_html(out / "report.html", "Prominent facial features", [
+        ("Reference population", f"{ref} ({n_ref} identities); near-frontal: |yaw| <= "
+         f"{c['max_yaw']}, |pitch| <= {c['max_pitch']} degrees; cuts {c['low']} / {c['high']}"),
+        ("Image status", summary), ("Reliability (ICC(1) across an identity's images)",
+                                    reliability),
+        ("Prominent-label firing rate per group (identities)", rates_df),
+        ("Identities (first 30)", id_out.head(30))])
+    log.info("features: %d images (%d frontal), %d identities, reference %s (%d)", len(img),
+             int(img["frontal"].sum()), len(id_out), ref, n_ref)
+    return {"n_images": len(img), "n_frontal": int(img["frontal"].sum()),
+            "n_identities": len(id_out)}
+
+
+def _write_empty(out: Path, img: pd.DataFrame, reason: str,
+                 prov: Mapping[str, Any]) -> dict[str, Any]:
+    """Every features output when no face can be measured, each saying why."""
+    img = img.drop(columns=["split"], errors="ignore").copy()
+    img["reference"] = reason
+    write_parquet(img, out / "images.parquet", provenance=prov)
+    write_parquet(pd.DataFrame({"identity": pd.Series(dtype=str),
+                                "prominent": pd.Series(dtype=str)}),
+                  out / "identities.parquet", provenance=prov)
+    status = pd.DataFrame({"status": [reason]})
+    for name in ("reliability", "prominent_rates"):
+        status.to_csv(out / f"{name}.csv", index=False)
+    img["status"].value_counts().rename_axis("status").reset_index(name="n").to_csv(
+        out / "status.csv", index=False)
+    write_html(out / "report.html", "Prominent facial features", [("Status", reason)])
+    return {"n_images": len(img), "n_frontal": 0, "n_identities": 0, "status": reason}

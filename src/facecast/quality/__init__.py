@@ -1,0 +1,1 @@
+"""Quality measures against recognition errors: error-versus-discard characteristics."""

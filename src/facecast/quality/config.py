@@ -1,0 +1,164 @@
+"""Targets and parse-time checks of the config sections ``quality`` (EDC),
+``demographics`` (cross-group FMR matrices, per-group thresholds, bands) and
+``identification`` (1:N per group). Used by workflow/rules/quality.smk.
+
+:func:`config_errors` returns one message per mistake, each naming its key, so the
+workflow can stop before any job runs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from typing import Any
+
+from facecast.attributes.native import NATIVE_COLUMNS
+from facecast.quality.columns import DIRECTIONS, NATIVE_DIRECTIONS
+from facecast.quality.edc import PAIR_QUALITY
+
+
+def _section(config: Mapping[str, Any], name: str) -> dict[str, Any]:
+    return dict(config.get(name) or {})
+
+
+def enabled(config: Mapping[str, Any], name: str) -> bool:
+    """Whether section ``name`` is switched on (default on)."""
+    return bool(_section(config, name).get("enabled", True))
+
+
+def _names(value: Any) -> list[str]:
+    if isinstance(value, Mapping):
+        return [str(k) for k in value]
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return []
+
+
+def _embed_models(config: Mapping[str, Any]) -> list[str]:
+    return _names((config.get("embed") or {}).get("models"))
+
+
+def models(config: Mapping[str, Any], section: str) -> list[str]:
+    """``<section>.models``, else ``evaluate.models``, else every embed model."""
+    return (_names(_section(config, section).get("models"))
+            or _names((config.get("evaluate") or {}).get("models")) or _embed_models(config))
+
+
+def protocols(config: Mapping[str, Any], section: str) -> list[str]:
+    """``<section>.protocols``, else ``fairness.protocols``, else ``evaluate.benchmarks``."""
+    return (_names(_section(config, section).get("protocols"))
+            or _names((config.get("fairness") or {}).get("protocols"))
+            or _names((config.get("evaluate") or {}).get("benchmarks")))
+
+
+def datasets(config: Mapping[str, Any], section: str) -> list[str]:
+    return _names(_section(config, section).get("datasets")) or _names(config.get("datasets"))
+
+
+def targets(config: Mapping[str, Any], ds: str) -> list[str]:
+    """Default outputs of the three sections for dataset ``ds``."""
+    out: list[str] = []
+    if enabled(config, "quality") and ds in datasets(config, "quality"):
+        out += [f"results/{ds}/quality/{m}/{p}/ranking.csv"
+                for m in models(config, "quality") for p in protocols(config, "quality")]
+    if enabled(config, "demographics") and ds in datasets(config, "demographics"):
+        out += [f"results/{ds}/demographics/{m}/{p}/group_thresholds.csv"
+                for m in models(config, "demographics")
+                for p in protocols(config, "demographics")]
+    if enabled(config, "identification") and ds in datasets(config, "identification"):
+        out += [f"results/{ds}/identification/{m}/cmc.csv"
+                for m in models(config, "identification")]
+    return out
+
+
+def _known_quality_columns(config: Mapping[str, Any]) -> set[str] | None:
+    """Quality columns the configured scorers are known to produce (None: cannot tell)."""
+    attrs = config.get("attributes") or {}
+    scorers = set(_names(attrs.get("scorers")) or ["native"])
+    known: set[str] = set()
+    if "native" in scorers:
+        known |= set(NATIVE_COLUMNS)
+        if attrs.get("embed_norms", True):
+            known |= {f"embed_norm_{m}" for m in _embed_models(config)}
+    metrics = _names((attrs.get("pyiqa") or {}).get("metrics"))
+    known |= {"iqa_" + m.replace("-", "_") for m in metrics}
+    return known
+
+
+def _is_quality_namespace(name: str) -> bool:
+    return (name in NATIVE_DIRECTIONS or name.startswith("iqa_")
+            or name.startswith("embed_norm_"))
+
+
+def config_errors(config: Mapping[str, Any]) -> list[str]:
+    """Mistakes in the ``quality``, ``demographics`` and ``identification`` sections."""
+    errs: list[str] = []
+    benches = set(_names(config.get("benchmarks"))) | {"lfw"} | set(
+        _names((config.get("evaluate") or {}).get("imports")))
+    embed = set(_embed_models(config))
+    for section in ("quality", "demographics", "identification"):
+        cfg = _section(config, section)
+        if not cfg or not cfg.get("enabled", True):
+            continue
+        for m in _names(cfg.get("models")):
+            if embed and m not in embed:
+                errs.append(f"{section}.models: {m!r} is not an embed model "
+                            f"(embed.models: {sorted(embed)})")
+        if section != "identification":
+            for p in _names(cfg.get("protocols")):
+                if p not in benches:
+                    errs.append(f"{section}.protocols: {p!r} is not a benchmark, lfw or an "
+                                f"evaluate import ({sorted(benches)})")
+        for d in _names(cfg.get("datasets")):
+            if d not in _names(config.get("datasets")):
+                errs.append(f"{section}.datasets: {d!r} is not a configured dataset")
+    q = _section(config, "quality")
+    if q and q.get("enabled", True):
+        if q.get("pair_quality", "min") not in PAIR_QUALITY:
+            errs.append(f"quality.pair_quality: {q.get('pair_quality')!r} is not one of "
+                        f"{list(PAIR_QUALITY)}")
+        lim = q.get("discard_limit", 0.2)
+        if not isinstance(lim, (int, float)) or not 0 < float(lim) <= 1:
+            errs.append(f"quality.discard_limit: {lim!r} must lie in (0, 1]")
+        t = dict(q.get("threshold") or {})
+        if t.get("mode", "fmr") not in ("fmr", "fnmr"):
+            errs.append(f"quality.threshold.mode: {t.get('mode')!r} is not fmr or fnmr")
+        v = t.get("value", 1e-3)
+        if not isinstance(v, (int, float)) or not 0 < float(v) < 1:
+            errs.append(f"quality.threshold.value: {v!r} must lie in (0, 1)")
+        for col, d in (q.get("directions") or {}).items():
+            if d not in DIRECTIONS:
+                errs.append(f"quality.directions.{col}: {d!r} is not one of {list(DIRECTIONS)}")
+        known = _known_quality_columns(config)
+        for pat in [*_names(q.get("columns")), *_names(q.get("directions"))]:
+            if known is not None and _is_quality_namespace(pat) and not fnmatch.filter(
+                    sorted(known), pat):
+                errs.append(f"quality.columns: {pat!r} is not produced by the configured "
+                            f"scorers (known quality columns: {sorted(known)})")
+    d = _section(config, "demographics")
+    if d and d.get("enabled", True):
+        fair = config.get("fairness") or {}
+        allowed = ["group", *_names(fair.get("protected")), *_names(fair.get("legitimate"))]
+        for a in _names(d.get("matrix_attributes")):
+            if a not in allowed:
+                errs.append(f"demographics.matrix_attributes: {a!r} is not 'group' or a "
+                            f"fairness.protected/legitimate attribute ({allowed})")
+        if not _names(fair.get("protected")):
+            errs.append("demographics: fairness.protected names no attribute; the groups "
+                        "come from there")
+    i = _section(config, "identification")
+    if i and i.get("enabled", True):
+        pool = i.get("pool", "")
+        if pool and pool not in _names(config.get("benchmarks")):
+            errs.append(f"identification.pool: {pool!r} is not a benchmark "
+                        f"({_names(config.get('benchmarks'))})")
+        for t in i.get("fpir_targets") or []:
+            if not isinstance(t, (int, float)) or not 0 < float(t) < 1:
+                errs.append(f"identification.fpir_targets: {t!r} must lie in (0, 1)")
+        h = i.get("heldout_fraction", 0.2)
+        if not isinstance(h, (int, float)) or not 0 <= float(h) < 1:
+            errs.append(f"identification.heldout_fraction: {h!r} must lie in [0, 1)")
+        for r in i.get("ranks") or []:
+            if not isinstance(r, int) or r < 1:
+                errs.append(f"identification.ranks: {r!r} must be a positive integer")
+    return errs

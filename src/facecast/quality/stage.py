@@ -1,0 +1,274 @@
+"""What rule ``quality_edc`` calls: EDC of every quality measure for one model on one
+protocol (see :mod:`facecast.quality.edc` for the definition).
+
+Writes into ``results/{ds}/quality/{model}/{protocol}/``:
+
+========================  =================================================================
+``edc.parquet``           every EDC point: column, error_type (fnm | fm), group (all or a
+                          protected group), discard fraction, error fraction, counts
+``ranking.parquet/.csv``  per error type and group: pAUC to the discard limit, pAUC minus
+                          the theoretical best, starting error, rank (1 = best), bootstrap
+                          interval of the pAUC (group all)
+``bands.parquet``         pointwise bootstrap bands of every EDC (group all) on a grid
+``threshold.parquet``     the one fixed threshold tau and how it was set
+``refit.parquet``         only with ``refit_threshold: true``: the NON-STANDARD variant
+``edc_fnm.png``, ``edc_fm.png``: curves with shaded bands
+========================  =================================================================
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from facecast.atomic import write_text
+from facecast.evaluate.bands import percentile_band, replicate_weights
+from facecast.fairness.annotate import labelled_pairs, read_scored_pairs, spec_columns
+from facecast.fairness.stage import load_attributes
+from facecast.figures import pyplot, save_figure
+from facecast.html_tables import frame_html, write_html_page
+from facecast.parquet_io import read_metadata, read_parquet, write_parquet
+from facecast.quality.columns import RANDOM_CONTROL, orient, random_control, select_columns
+from facecast.quality.edc import (
+    edc_curve,
+    errors,
+    pair_quality,
+    pauc,
+    refit_edc,
+    theoretical_best,
+    threshold_from_fmr,
+    threshold_from_fnmr,
+    weighted_edc_on_grid,
+)
+
+log = logging.getLogger(__name__)
+ERROR_TYPES = {"fnm": True, "fm": False}  # error type -> mated comparisons?
+
+
+def _lower_better(attributes_path: str | os.PathLike) -> dict[str, bool]:
+    """pyiqa's lower_better flags when the attribute table's provenance records them."""
+    import json
+
+    try:
+        meta = read_metadata(attributes_path)
+    except Exception:  # noqa: BLE001 - provenance is optional
+        return {}
+    for value in meta.values():
+        if "pyiqa_lower_better" in value:
+            try:
+                found = _find_key(json.loads(value), "pyiqa_lower_better")
+            except (ValueError, TypeError):
+                continue
+            if isinstance(found, dict):
+                return {str(k): bool(v) for k, v in found.items()}
+    return {}
+
+
+def _find_key(obj: Any, key: str) -> Any:
+    if isinstance(obj, dict):
+        if key in obj:
+            return obj[key]
+        for v in obj.values():
+            hit = _find_key(v, key)
+            if hit is not None:
+                return hit
+    return None
+
+
+def fixed_threshold(scores: np.ndarray, labels: np.ndarray, cfg: Mapping[str, Any]
+                    ) -> dict[str, Any]:
+    """The one threshold tau: ``threshold.mode`` fmr (policy FMR on all non-mated
+    comparisons) or fnmr (starting FNMR error e0 on all mated comparisons)."""
+    tcfg = dict(cfg.get("threshold") or {})
+    mode = str(tcfg.get("mode", "fmr"))
+    value = float(tcfg.get("value", 1e-3))
+    y = np.asarray(labels).astype(bool)
+    if mode == "fmr":
+        tau = threshold_from_fmr(scores[~y], value)
+        n = int((~y).sum())
+    elif mode == "fnmr":
+        tau = threshold_from_fnmr(scores[y], value)
+        n = int(y.sum())
+    else:
+        raise ValueError(f"quality.threshold.mode must be fmr or fnmr, got {mode!r}")
+    return {"mode": mode, "value": value, "threshold": tau, "n_basis": n,
+            "resolvable": bool(n * value >= 1.0 - 1e-9),
+            "fmr_reached": float((scores[~y] >= tau).mean()) if (~y).any() else np.nan,
+            "fnmr_reached": float((scores[y] < tau).mean()) if y.any() else np.nan}
+
+
+def run_edc(scores_path: str | os.PathLike, attributes_path: str | os.PathLike,
+            out_dir: str | os.PathLike, cfg: Mapping[str, Any],
+            fairness_cfg: Mapping[str, Any], *, model: str, protocol: str, seed: int,
+            provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Every EDC output for one model on one protocol; returns the ranking table."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    prov = {**dict(provenance or {}), "stage": "quality", "model": model,
+            "protocol": protocol}
+    pairs = read_scored_pairs(scores_path)
+    available = pq.read_schema(attributes_path).names
+    chosen = select_columns([c for c in available if c not in ("image_id", "identity")],
+                            cfg, _lower_better(attributes_path))
+    ids = pd.concat([pairs["identity_a"], pairs["identity_b"]]).unique()
+    attrs = load_attributes(attributes_path, ids,
+                            sorted(set(spec_columns(fairness_cfg)) | set(chosen)))
+    ann, _ = labelled_pairs(pairs, attrs, fairness_cfg)
+    ok = np.isfinite(ann["score"].to_numpy(np.float64)) & ann["label"].isin([0, 1]).to_numpy()
+    ann = ann.loc[ok].reset_index(drop=True)
+    s = ann["score"].to_numpy(np.float64)
+    y = ann["label"].to_numpy().astype(bool)
+    thr = fixed_threshold(s, y, cfg)
+    if not thr["resolvable"]:
+        log.warning("quality.threshold %s=%g needs >= %d comparisons, the protocol has %d: "
+                    "tau sits beyond every score", thr["mode"], thr["value"],
+                    int(np.ceil(1 / thr["value"])), thr["n_basis"])
+    write_parquet(pd.DataFrame([thr]), out / "threshold.parquet", provenance=prov)
+    err = errors(s, y, thr["threshold"])
+
+    how = str(cfg.get("pair_quality", "min"))
+    limit = float(cfg.get("discard_limit", 0.2))
+    by_image = attrs.set_index(attrs["image_id"].astype(str))
+    columns = dict(chosen)
+    if cfg.get("random_control", True):
+        columns[RANDOM_CONTROL] = "higher"
+        by_image[RANDOM_CONTROL] = random_control(by_image.index.to_numpy(), int(seed))
+    groups = ann["group"].to_numpy(object)
+    group_names = sorted({str(g) for g in groups if g is not None and g != "mixed"})
+    grid = np.linspace(0.0, 1.0, int(cfg.get("band_points", 51)))
+    n_boot = int(cfg.get("n_boot", 50))
+    conf = float(cfg.get("confidence", 0.95))
+    weights = list(replicate_weights(ann["identity_a"].to_numpy(), ann["identity_b"].to_numpy(),
+                                     n_boot, int(seed))) if n_boot > 0 else []
+    curves, ranks, bands, refits = [], [], [], []
+    for col, direction in columns.items():
+        qv = orient(by_image[col].to_numpy(np.float64), direction)
+        qmap = pd.Series(qv, index=by_image.index)
+        pq_ = pair_quality(qmap.reindex(ann["image_a"]).to_numpy(),
+                           qmap.reindex(ann["image_b"]).to_numpy(), how)
+        has_q = np.isfinite(pq_)
+        for etype, mated in ERROR_TYPES.items():
+            sel = has_q & (y == mated)
+            for gname in ["all", *group_names]:
+                m = sel if gname == "all" else sel & (groups == gname)
+                c = edc_curve(pq_[m], err[m])
+                curves.append(pd.DataFrame({
+                    "column": col, "error_type": etype, "group": gname,
+                    "discard": c.discard, "error": c.error, "discard_count": c.counts,
+                    "kept_errors": c.kept_errors, "n_comparisons": c.n}))
+                area = pauc(c.discard, c.error, limit) if c.n else np.nan
+                row = {"column": col, "direction": direction, "error_type": etype,
+                       "group": gname, "n_comparisons": c.n,
+                       "n_without_quality": int(((y == mated) & ~has_q &
+                                                 ((groups == gname) if gname != "all"
+                                                  else True)).sum()),
+                       "start_error": c.start_error,
+                       "start_errors": int(c.kept_errors[0]) if c.n else 0,
+                       "pauc": area,
+                       "pauc_minus_best": area - theoretical_best(c.start_error, limit)
+                       if c.n else np.nan,
+                       "discard_limit": limit}
+                if gname == "all" and weights and c.n:
+                    reps_e, reps_a = [], []
+                    for w in weights:
+                        e_b, a_b = weighted_edc_on_grid(pq_[m], err[m], w[:, m], grid, limit)
+                        reps_e.append(e_b)
+                        reps_a.append(a_b)
+                    e_all = np.concatenate(reps_e)
+                    lo, hi = percentile_band(e_all, conf)
+                    point, _ = weighted_edc_on_grid(pq_[m], err[m], np.ones((1, m.sum())),
+                                                    grid, limit)
+                    bands.append(pd.DataFrame({"column": col, "error_type": etype,
+                                               "discard": grid, "error": point[0],
+                                               "error_lo": lo, "error_hi": hi,
+                                               "n_boot": n_boot}))
+                    alo, ahi = percentile_band(np.concatenate(reps_a)[:, None], conf)
+                    row["pauc_lo"], row["pauc_hi"] = float(alo[0]), float(ahi[0])
+                ranks.append(row)
+        if cfg.get("refit_threshold", False) and thr["mode"] == "fmr":
+            d, f = refit_edc(pq_[has_q], s[has_q], y[has_q], target_fmr=thr["value"],
+                             steps=grid[grid <= limit])
+            refits.append(pd.DataFrame({"column": col, "discard": d, "fnmr": f,
+                                        "variant": "refit threshold (NOT the standard EDC)"}))
+    edc = pd.concat(curves, ignore_index=True)
+    ranking = pd.DataFrame(ranks)
+    # no error at 0 % discard: every curve is flat zero, a ranking would mean nothing
+    ranking["rankable"] = ranking["start_errors"] > 0
+    ranking["note"] = np.where(ranking["rankable"], "",
+                               "n/a (" + ranking["start_errors"].astype(str) + " errors at tau)")
+    ranking["rank"] = ranking["pauc"].where(ranking["rankable"]).groupby(
+        [ranking["error_type"], ranking["group"]]).rank(method="min").astype("Int64")
+    for (etype, gname), sub in ranking[~ranking["rankable"]].groupby(["error_type", "group"]):
+        log.warning("%s-EDC, group %s: no errors at tau among %d comparisons - not ranked",
+                    etype, gname, int(sub["n_comparisons"].max()))
+    ranking.insert(0, "model", model)
+    ranking.insert(1, "protocol", protocol)
+    ranking["pair_quality"] = how
+    ranking["threshold"] = thr["threshold"]
+    ranking = ranking.sort_values(["error_type", "group", "rank", "column"],
+                                  kind="stable", ignore_index=True)
+    band_t = pd.concat(bands, ignore_index=True) if bands else pd.DataFrame(
+        columns=["column", "error_type", "discard", "error", "error_lo", "error_hi", "n_boot"])
+    write_parquet(edc, out / "edc.parquet", provenance=prov)
+    write_parquet(ranking, out / "ranking.parquet", provenance=prov)
+    write_text(out / "ranking.csv", ranking.to_csv(index=False))
+    write_parquet(band_t, out / "bands.parquet", provenance=prov)
+    if cfg.get("refit_threshold", False):
+        refit = pd.concat(refits, ignore_index=True) if refits else pd.DataFrame(
+            columns=["column", "discard", "fnmr", "variant"])
+        write_parquet(refit, out / "refit.parquet", provenance=prov)
+    shown = ["rank", "note", "column", "direction", "group", "pauc", "pauc_lo", "pauc_hi",
+             "pauc_minus_best", "start_error", "start_errors", "n_comparisons",
+             "n_without_quality"]
+    body = [f"<p>EDC (ISO/IEC 29794-1:2024): threshold fixed once at {thr['mode']} "
+            f"{thr['value']:g} (tau = {thr['threshold']:.6g}, FMR reached "
+            f"{thr['fmr_reached']:.4g}, FNMR reached {thr['fnmr_reached']:.4g}"
+            + ("" if thr["resolvable"] else f"; NOT resolvable with {thr['n_basis']} "
+               "comparisons") + f"); pair quality = {how}; pAUC to discard limit "
+            f"{limit:g} (lower is better; {RANDOM_CONTROL} is a seeded random control).</p>"]
+    for etype in ERROR_TYPES:
+        for gname, sub in ranking[ranking["error_type"] == etype].groupby("group", sort=False):
+            body.append(frame_html(sub[[c for c in shown if c in sub.columns]],
+                                   caption=f"{etype.upper()}-EDC ranking, group {gname}"))
+    write_html_page(out / "ranking.html", f"EDC ranking: {model} on {protocol}", body)
+    for etype in ERROR_TYPES:
+        plot_edc(edc, band_t, ranking, etype, out / f"edc_{etype}.png",
+                 f"{model} on {protocol}: {etype.upper()}-EDC (tau = {thr['threshold']:.4g}, "
+                 f"{thr['mode']} {thr['value']:g})", limit, int(cfg.get("plot_top", 6)))
+    return ranking
+
+
+def plot_edc(edc: pd.DataFrame, bands: pd.DataFrame, ranking: pd.DataFrame, etype: str,
+             path: str | os.PathLike, title: str, limit: float, top: int) -> None:
+    """EDC curves (group all) of the best ``top`` measures plus the random control, with
+    shaded bootstrap bands; the discard limit marked."""
+    rk = ranking[(ranking["error_type"] == etype) & (ranking["group"] == "all")]
+    cols = rk.sort_values("rank")["column"].tolist()[:top]
+    if RANDOM_CONTROL in set(rk["column"]) and RANDOM_CONTROL not in cols:
+        cols.append(RANDOM_CONTROL)
+    fig, ax = pyplot().subplots(figsize=(6.5, 4.5), constrained_layout=True)
+    for col in cols:
+        sub = edc[(edc["column"] == col) & (edc["error_type"] == etype) &
+                  (edc["group"] == "all")]
+        p = float(rk.loc[rk["column"] == col, "pauc"].iloc[0])
+        style = dict(color="black", ls="--") if col == RANDOM_CONTROL else {}
+        line = ax.step(sub["discard"], sub["error"], where="post",
+                       label=f"{col} (pAUC {p:.3g})", **style)[0]
+        b = bands[(bands["column"] == col) & (bands["error_type"] == etype)]
+        if len(b):
+            ax.fill_between(b["discard"], b["error_lo"], b["error_hi"], step="post",
+                            alpha=0.15, color=line.get_color())
+    ax.axvline(limit, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("fraction of comparisons discarded (lowest pair quality first)")
+    ax.set_ylabel("FNMR among kept" if etype == "fnm" else "FMR among kept")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=8)
+    save_figure(fig, path)

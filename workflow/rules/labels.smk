@@ -1,0 +1,119 @@
+# Attribute labels you can trust (issue 14): stages audit, features and describe.
+# audit    -> results/{ds}/audit/     label metrics, contradictions, kappa, ranked suspects
+# features -> results/{ds}/features/  dlib 68-point landmarks (one job per faces shard),
+#                                     identity shrinkage, percentiles, prominent labels
+# describe -> results/{ds}/describe/  template descriptions + rater-free evaluation
+# Logic: facecast.labels; file lists and parse-time checks: facecast.labels.config.
+import facecast.labels.config as labels_cfg
+
+
+rule audit:
+    input:
+        unpack(lambda wc: labels_cfg.audit_inputs(config, wc.ds, per_shard)),
+    output:
+        [f"results/{{ds}}/audit/{f}" for f in labels_cfg.AUDIT_FILES],
+        html=report(
+            "results/{ds}/audit/report.html",
+            **labels_cfg.report_kw("labels_audit", "report.html"),
+        ),
+        kappa_png=report(
+            "results/{ds}/audit/kappa.png",
+            **labels_cfg.report_kw("labels_audit", "kappa.png"),
+        ),
+        f1_png=report(
+            "results/{ds}/audit/f1_vs_prevalence.png",
+            **labels_cfg.report_kw("labels_audit", "f1_vs_prevalence.png"),
+        ),
+        grid_png=report(
+            "results/{ds}/audit/suspects_grid.png",
+            **labels_cfg.report_kw("labels_audit", "suspects_grid.png"),
+        ),
+        phi_png=report(
+            "results/{ds}/audit/phi.png",
+            **labels_cfg.report_kw("labels_audit", "phi.png"),
+        ),
+        meas_png=report(
+            "results/{ds}/audit/measurements.png",
+            **labels_cfg.report_kw("labels_audit", "measurements.png"),
+        ),
+    params:
+        cfg=config.get("audit", {}),
+        out_dir="results/{ds}/audit",
+        protected=config.get("fairness", {}).get("protected", {}),
+        seed=config["seed"],
+    threads: 1
+    log:
+        "results/{ds}/logs/audit.log",
+    benchmark:
+        "results/{ds}/runtime/audit.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/labels_audit.py"
+
+
+rule features_shard:
+    input:
+        faces="results/{ds}/faces/{shard}.parquet",
+    output:
+        "results/{ds}/features/shards/{shard}.parquet",
+    params:
+        margin=config["faces"]["facenet_margin"],
+    threads: 1
+    log:
+        "results/{ds}/logs/features/{shard}.log",
+    benchmark:
+        "results/{ds}/runtime/features/{shard}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/labels_features_shard.py"
+
+
+rule features_merge:
+    input:
+        shards=lambda wc: per_shard("results/{ds}/features/shards/{shard}.parquet", wc.ds),
+        attributes="results/{ds}/attributes.parquet",
+    output:
+        [f"results/{{ds}}/features/{f}" for f in labels_cfg.FEATURES_FILES],
+        html=report(
+            "results/{ds}/features/report.html",
+            **labels_cfg.report_kw("labels_features", "report.html"),
+        ),
+    params:
+        cfg=config.get("features", {}),
+        out_dir="results/{ds}/features",
+        protected=config.get("fairness", {}).get("protected", {}),
+    log:
+        "results/{ds}/logs/features/merge.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/labels_features_merge.py"
+
+
+rule describe:
+    input:
+        unpack(lambda wc: labels_cfg.describe_inputs(config, wc.ds)),
+    output:
+        [f"results/{{ds}}/describe/{f}" for f in labels_cfg.DESCRIBE_FILES],
+        html=report(
+            "results/{ds}/describe/report.html",
+            **labels_cfg.report_kw("labels_describe", "report.html"),
+        ),
+    params:
+        cfg=config.get("describe", {}),
+        audit_cfg=config.get("audit", {}),
+        out_dir="results/{ds}/describe",
+        seed=config["seed"],
+    log:
+        "results/{ds}/logs/describe.log",
+    benchmark:
+        "results/{ds}/runtime/describe.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/labels_describe.py"
+
+
+DEFAULT_TARGETS.append(lambda ds: labels_cfg.default_targets(config, ds))
