@@ -50,6 +50,7 @@ BAD_FOLDER_ENTRIES = {
     "bad/cmyk.jpg": "ok",                # decodes (converted to RGB)
     "bad/sixteen.png": "ok",             # 16-bit grey: decodes or a decode status
     "bad/netpbm.ppm": "ok",              # a default extension since issue 11.13
+    "bad/grey.pgm": "ok",                # grayscale netpbm (issue 11: .pgm portrait sets)
     "bad/.hidden.jpg": "ok",             # hidden files get rows
     "bad/pipe.jpg": "unreadable",        # FIFO: not a regular file
     "bad/broken.jpg": "missing",         # broken symlink
@@ -120,6 +121,7 @@ def make_hostile_tree(base: Path) -> Path:
     grey16 = (np.asarray(face.convert("L"), dtype=np.uint16) * 257).astype(np.uint16)
     Image.fromarray(grey16).save(bad / "sixteen.png")
     _save(people["shea_whigham"][1], bad / "netpbm.ppm")
+    people["angelina jolie"][1].convert("L").save(bad / "grey.pgm")
     _save(people["グレース"][1], bad / ".hidden.jpg")
     os.mkfifo(bad / "pipe.jpg")
     (bad / "broken.jpg").symlink_to(root / "nowhere.jpg")

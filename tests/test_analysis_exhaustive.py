@@ -16,7 +16,7 @@ from facecast.analysis.exhaustive import _pair_from_index, impostor_pairs, strat
 from facecast.analysis.mining import MiningConfig, mine_pairs
 from facecast.analysis.simulate import synthetic_embeddings
 from facecast.analysis.stage import benchmark_mining_config, mine_benchmark
-from facecast.parquet_io import write_parquet
+from facecast.parquet_io import read_provenance, write_parquet
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +133,8 @@ def test_per_benchmark_mode_all_through_the_stage_without_shortfall_words(small,
     assert digests[0] == digests[1]
     assert rep["shortfall"] is False and rep["mode"] == "all"
     assert "SHORTFALL" not in caplog.text.upper() and "all 300 genuine pairs" in caplog.text
+    prov = read_provenance(tmp_path / "a/pairs.parquet")
+    assert prov["mode"] == "all" and "grouped by identity" in prov["folds"]
     saved = json.loads((tmp_path / "a/mining_report.json").read_text())
     assert saved["impostor"]["selected"] == 3000 and saved["genuine"]["selected"] == 300
     assert len((tmp_path / "a/val.list").read_text().splitlines()) == \

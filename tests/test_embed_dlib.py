@@ -1,4 +1,4 @@
-"""Embedders on real face photos (shared fixtures, skimage astronaut, matplotlib grace_hopper).
+"""Embedders on real face photos (tests/data photos, skimage astronaut, matplotlib grace_hopper).
 
 Crops come from the faces stage's own functions (MTCNN detection + ArcFace alignment).
 A "second photo" of a person is the photo rescaled to 80 % and brightened, aligned again

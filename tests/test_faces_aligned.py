@@ -128,3 +128,17 @@ def test_stage_runs_without_a_detector(tmp_path, monkeypatch):
     assert t["image_id"].tolist() == m["image_id"].tolist()
     prov = read_provenance(out)
     assert prov["model"] == {"detector": "none", "aligned_as": "arcface112"}
+
+
+@pytest.mark.parametrize("shape", [(112, 112, 3), (160, 160, 3), (1, 7, 3), (5, 1, 3)])
+def test_fast_png_is_lossless_and_deterministic(shape):
+    from facecast.faces.crops import encode_png_fast
+
+    arr = np.random.default_rng(0).integers(0, 256, shape, dtype=np.uint8)
+    for level in (0, 6):
+        assert np.array_equal(decode_png(encode_png_fast(arr, level)), arr)
+    data = encode_png_fast(arr, 1)
+    assert np.array_equal(decode_png(data), arr)
+    assert encode_png_fast(arr.copy(), 1) == data
+    with pytest.raises(ValueError):
+        encode_png_fast(arr[..., 0], 1)

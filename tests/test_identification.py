@@ -42,7 +42,10 @@ def test_blocked_search_equals_brute_force():
     g = rng.standard_normal((37, 8)).astype(np.float32)
     p = rng.standard_normal((23, 8)).astype(np.float32)
     mate = rng.integers(-1, 37, 23)
-    res = search(p, g, mate, k=5, probe_block=4, gallery_block=6, device="cpu")
+    res = search(p, g, mate, k=5, probe_block=4, gallery_block=6, device="cpu",
+                 exact_rank=True)
+    cens = search(p, g, mate, k=5, probe_block=4, gallery_block=6, device="cpu")
+    np.testing.assert_array_equal(cens.mate_rank, np.minimum(res.mate_rank, 6))
     gn = g / np.linalg.norm(g, axis=1, keepdims=True)
     pn = p / np.linalg.norm(p, axis=1, keepdims=True)
     full = pn @ gn.T
@@ -84,3 +87,17 @@ def test_protocol_roles_are_seeded_and_complete():
     assert (c["role"] == "nonmated").sum() == 2
     assert set(c.loc[c["role"] == "unused", "reason"]) == {
         "identity beyond gallery_size", "over max_probes_per_identity"}
+
+
+def test_bfloat16_search_rescored_in_float32():
+    rng = np.random.default_rng(3)
+    g = rng.standard_normal((500, 32)).astype(np.float32)
+    mate = rng.integers(0, 500, 60)
+    p = g[mate] + 0.8 * rng.standard_normal((60, 32)).astype(np.float32)
+    a = search(p, g, mate, k=5, device="cpu")
+    b = search(p, g, mate, k=5, device="cpu", precision="bfloat16")
+    np.testing.assert_allclose(b.top_score, a.top_score, atol=1e-5)  # float32 scores
+    assert (b.top_index == a.top_index).mean() > 0.95
+    assert (b.mate_rank == a.mate_rank).mean() > 0.95
+    with pytest.raises(ValueError, match="precision"):
+        search(p, g, mate, precision="int8")

@@ -186,7 +186,11 @@ def test_run_audit_end_to_end_on_a_table(tmp_path):
     noisy["label_skin_tone"] = noisy["label_dark_skin"]
     path = tmp_path / "attributes.parquet"
     noisy.to_parquet(path)
-    cfg = {"label_prefix": "label_noisy_", "truth_prefix": "label_", "invariant": INVARIANT,
+    second = noisy[["image_id"] + [f"label_{a}" for a in ATTRS]].rename(
+        columns={f"label_{a}": a for a in ATTRS})
+    second.to_csv(tmp_path / "second.csv", index=False)
+    cfg = {"second_source": str(tmp_path / "second.csv"),
+           "label_prefix": "label_noisy_", "truth_prefix": "label_", "invariant": INVARIANT,
            "rule_set": "demo", "model": {"columns": [f"feat_{j}" for j in range(x.shape[1])]},
            "predictions": {"male": "no_such_column"}}
     protected = {"gender": {"column": "label_male", "bins": [0.5], "labels": ["f", "m"]},
@@ -201,6 +205,13 @@ def test_run_audit_end_to_end_on_a_table(tmp_path):
     assert rules.loc["bald_vs_long_hair", "rate"] == pytest.approx(both, abs=1e-6)
     rec = pd.read_csv(out / "recovery.csv").set_index("attribute")
     assert (rec["suspect_auroc"] > 0.8).all()
+    kappa = pd.read_csv(out / "kappa.csv").set_index("attribute")
+    for a in ATTRS:  # second source = the clean labels: Cohen's kappa ~ 1 - flips
+        y = noisy[f"label_noisy_{a}"].to_numpy()
+        expect = cohen_kappa_score(y, noisy[f"label_{a}"].to_numpy())
+        assert kappa.loc[a, "cohen_second_source"] == pytest.approx(expect, abs=1e-4)
+        assert np.isfinite(kappa.loc[a, "krippendorff_alpha"])
+    assert (kappa["n_sources"] == 3).all()
     s = read_parquet(out / "suspects.parquet")
     assert len(s) == len(noisy) * len(ATTRS)
     skew = pd.read_csv(out / "group_skew.csv")
@@ -225,3 +236,17 @@ def test_config_errors_name_the_key():
     from conftest import REPO
     with open(REPO / "config.yaml") as fh:
         assert config_errors(yaml.safe_load(fh)) == []
+
+
+def test_flags_mark_disagreement_with_the_identity_majority(tmp_path):
+    t = pd.DataFrame({"image_id": [f"i{k}" for k in range(6)],
+                      "identity": ["a", "a", "a", "b", "b", "b"],
+                      "label_male": [1, 1, 0, 0, 0, 0.0]})
+    t.to_parquet(tmp_path / "attributes.parquet")
+    run_audit(tmp_path / "attributes.parquet", tmp_path / "out", {"invariant": ["male"]})
+    flags = read_parquet(tmp_path / "out" / "flags.parquet")
+    assert flags["identity_disagree_male"].tolist() == [False, False, True, False, False, False]
+    kappa = pd.read_csv(tmp_path / "out" / "kappa.csv").set_index("attribute")
+    # P = (1/3 + 1) / 2, p1 = 1/3 -> kappa = (2/3 - 5/9) / (4/9) = 0.25 < min_kappa 0.3
+    assert kappa.loc["male", "fleiss_kappa"] == pytest.approx(0.25)
+    assert not kappa.loc["male", "reliable"]

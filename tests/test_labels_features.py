@@ -151,3 +151,18 @@ def test_landmarks_on_real_photos_inside_box_and_in_order(real_faces):
         m = measurements(p[None])
         assert all(np.isfinite(v[0]) for v in m.values())
         assert 0.3 < m["nose_width"][0] < 0.8 and 0.6 < m["mouth_width"][0] < 1.3
+
+
+def test_pnp_recovers_a_known_pose():
+    from scipy.spatial.transform import Rotation
+
+    from facecast.labels.landmarks import _MODEL_3D, _PNP_POINTS
+
+    model = _MODEL_3D * [1.0, -1.0, -1.0]
+    truth = np.array([[20.0, -10.0, 5.0], [-15.0, 8.0, -12.0], [0.0, 0.0, 0.0]])
+    shapes = np.full((len(truth), 68, 2), np.nan)
+    for i, (yaw, pitch, roll) in enumerate(truth):
+        rot = Rotation.from_euler("ZYX", [roll, yaw, pitch], degrees=True).as_matrix()
+        cam = model @ rot.T + [10.0, -5.0, 1500.0]
+        shapes[i, _PNP_POINTS] = 400.0 * cam[:, :2] / cam[:, 2:] + 200.0
+    np.testing.assert_allclose(head_pose(shapes, 400.0), truth, atol=0.05)

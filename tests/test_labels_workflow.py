@@ -30,7 +30,7 @@ def test_audit_recovers_the_planted_noise(demo_run):
     assert abs(rec.loc["male", "fleiss_kappa"] - rec.loc["male", "expected_kappa"]) < 0.12
     # flipped labels of invariant attributes rank above clean ones
     for a in ("male", "beard", "hair_long"):
-        assert rec.loc[a, "suspect_auroc"] > 0.85, a
+        assert rec.loc[a, "suspect_auroc"] > 0.8, a
     # the group-only noise (hair_long, dark skin) shows as a gap
     skew = pd.read_csv(audit / "group_skew.csv")
     hl = skew[(skew["grouping"] == "skin") & (skew["attribute"] == "hair_long")]

@@ -136,3 +136,45 @@ def test_edc_ranks_informative_quality_above_random():
     bad = pauc(*(lambda c: (c.discard, c.error))(edc_curve(ctrl, err)), 0.2)
     assert good < bad
     assert pd.notna(good)
+
+
+def test_level_counting_sort_equals_the_sorted_edc():
+    from facecast.quality.edc import edc_from_levels, image_levels
+
+    rng = np.random.default_rng(4)
+    q_img = np.round(rng.random(50), 1)
+    q_img[3] = np.nan
+    ia, ib = rng.integers(0, 50, 300), rng.integers(0, 50, 300)
+    err = rng.random(300) < 0.3
+    lv, k = image_levels(q_img)
+    pl = np.minimum(lv[ia], lv[ib])
+    pqv = pair_quality(q_img[ia], q_img[ib], "min")
+    ok = pl >= 0
+    assert (ok == np.isfinite(pqv)).all()
+    a, b = edc_from_levels(pl[ok], err[ok], k), edc_curve(pqv[ok], err[ok])
+    for f in ("discard", "error", "counts", "kept_errors"):
+        np.testing.assert_allclose(getattr(a, f), getattr(b, f))
+    c = edc_from_levels(np.array([0, 1, 1, 2, 3, 3]), errors(S, np.ones(6, bool), 0.5), 4)
+    np.testing.assert_allclose(c.error, [3 / 6, 2 / 5, 1 / 3, 0, 0])
+
+
+def test_config_errors_unknown_quality_column_and_groups():
+    import yaml
+
+    from facecast.quality.config import targets
+
+    with open(__import__("pathlib").Path(__file__).resolve().parents[1] / "config.yaml") as fh:
+        cfg = yaml.safe_load(fh)
+    assert config_errors(cfg) == []
+    assert "results/demo/quality/lbp/fair_pool/ranking.csv" in targets(cfg, "demo")
+    assert "results/demo/identification/dlib/cmc.csv" in targets(cfg, "demo")
+    bad = dict(cfg, quality=dict(cfg["quality"], columns=["iqa_brisque"]),
+               demographics=dict(cfg["demographics"], matrix_attributes=["ethnicity"]),
+               identification=dict(cfg["identification"], pool="nope"))
+    text = "\n".join(config_errors(bad))
+    assert "quality.columns: 'iqa_brisque'" in text
+    assert "demographics.matrix_attributes: 'ethnicity'" in text
+    assert "identification.pool: 'nope'" in text
+    off = dict(cfg, quality={"enabled": False}, demographics={"enabled": False},
+               identification={"enabled": False})
+    assert targets(off, "demo") == []

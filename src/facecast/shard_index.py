@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -39,7 +40,8 @@ def _shard_row(path: Path, folder: Path) -> dict[str, Any]:
     n_ok = None
     if "status" in pf.schema_arrow.names:
         status = pf.read(columns=["status"]).column("status")
-        n_ok = int(pc.sum(pc.equal(status, "ok")).as_py() or 0)
+        usable = pa.array(["ok", "aligned_input"])  # aligned_input: pre-aligned input
+        n_ok = int(pc.sum(pc.is_in(status, value_set=usable)).as_py() or 0)
     return {"shard": path.stem, "file": Path(os.path.relpath(path, folder)).as_posix(),
             "n_rows": pf.metadata.num_rows, "n_ok": n_ok}
 

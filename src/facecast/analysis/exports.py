@@ -12,7 +12,8 @@
   ``<name>/<name>_NNNN.jpg``, otherwise the 1-based position of the image among its
   identity's images sorted by path (so the file is only meaningful together with the
   manifest it came from). LFW needs the same ``n`` for every fold and class; when mining
-  fell short the smallest count is used and the rest left out (logged).
+  fell short, or folds differ in size (``mining.mode: all``), the smallest count is used
+  and the rest left out (logged): ``pairs.parquet`` and the ``.list`` files hold them all.
 
 Both formats split lines on whitespace, so every path (``.list``) and identity name
 (``pairs.txt``) goes through :func:`facecast.list_paths.escape_list_path`: ``%``, space,

@@ -99,8 +99,10 @@ def mine_benchmark(subset_path: str | os.PathLike, embed_paths: Iterable[str | o
               "n_pool_sampled": int(len(subset)) if sampled else None,
               "n_without_embedding": int(n_missing), **result.report}
     prov = dict(provenance or {})
-    prov.update({"stage": "mining", "benchmark": bench, "band": report["band"],
-                 "shortfall": report["shortfall"],
+    folds = report.get("folds_formed") or (
+        f"mined fold by fold: {cfg.n_genuine} genuine + {cfg.n_impostor} impostor pairs each")
+    prov.update({"stage": "mining", "benchmark": bench, "mode": cfg.mode,
+                 "band": report["band"], "shortfall": report["shortfall"], "folds": folds,
                  "reference_model": cfg.extra.get("reference_model", "")})
     write_parquet(result.pairs, out_dir / "pairs.parquet", provenance=prov)
     write_text(out_dir / "mining_report.json", json.dumps(report, indent=1, default=str) + "\n")

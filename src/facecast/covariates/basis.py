@@ -4,7 +4,10 @@ Covariates are z-scored with the data's mean and SD. Centres form a regular grid
 ``grid`` points per dimension spanning the data's range; a centre farther than one SD
 (distance 1 in z units) from every data point is pruned, so no basis function lives where
 there are no data. phi_k(x) = exp(-|z - c_k|^2 / (2 h^2)), with the width h = ``width`` x
-the grid spacing.
+the grid spacing. With ``linear`` (the default) the design also holds the z-scores
+themselves, ahead of the RBF columns: local bumps alone shrink back to the intercept where
+data thin out, so a global trend is carried by the linear part (a deviation from the paper,
+which uses the local basis only; ``covariates.linear: false`` restores it).
 """
 
 from __future__ import annotations
@@ -27,10 +30,16 @@ class RBFBasis:
     sd: np.ndarray
     centres: np.ndarray   # (K, d)
     width: float          # h in z units
+    linear: bool = True   # prepend the z-scores (a global linear term) to the RBF columns
+
+    @property
+    def n_linear(self) -> int:
+        return int(len(self.mean)) if self.linear else 0
 
     @property
     def n_basis(self) -> int:
-        return int(len(self.centres))
+        """Columns of the design: the linear z columns (if any) plus the kept centres."""
+        return int(len(self.centres)) + self.n_linear
 
     def zscore(self, x: np.ndarray) -> np.ndarray:
         return (np.asarray(x, float) - self.mean) / self.sd
@@ -45,20 +54,22 @@ class RBFBasis:
         """phi from z-scored covariates (a tensor)."""
         c = torch.as_tensor(self.centres, dtype=z.dtype, device=z.device)
         d2 = torch.cdist(z, c).pow(2)
-        return torch.exp(-0.5 * d2 / self.width ** 2)
+        rbf = torch.exp(-0.5 * d2 / self.width ** 2)
+        return torch.cat([z, rbf], dim=1) if self.linear else rbf
 
     def to_dict(self) -> dict:
         return {"mean": self.mean.tolist(), "sd": self.sd.tolist(),
-                "centres": self.centres.tolist(), "width": self.width}
+                "centres": self.centres.tolist(), "width": self.width, "linear": self.linear}
 
     @classmethod
     def from_dict(cls, d: dict) -> RBFBasis:
         return cls(np.asarray(d["mean"], float), np.asarray(d["sd"], float),
                    np.asarray(d["centres"], float).reshape(-1, len(d["mean"])),
-                   float(d["width"]))
+                   float(d["width"]), bool(d.get("linear", True)))
 
 
-def build_basis(x: np.ndarray, grid: int, width: float, seed: int = 0) -> RBFBasis:
+def build_basis(x: np.ndarray, grid: int, width: float, seed: int = 0,
+                linear: bool = True) -> RBFBasis:
     """Grid of ``grid``^d centres over z-scored ``x`` (n, d), pruned to within 1 SD of data."""
     x = np.asarray(x, float)
     if x.ndim != 2 or x.shape[1] == 0:
@@ -80,4 +91,4 @@ def build_basis(x: np.ndarray, grid: int, width: float, seed: int = 0) -> RBFBas
     for start in range(0, len(centres), 256):
         c = torch.as_tensor(centres[start:start + 256], dtype=torch.float64)
         near[start:start + 256] = (torch.cdist(c, zt).min(dim=1).values <= 1.0).numpy()
-    return RBFBasis(mean, sd, centres[near], width * spacing)
+    return RBFBasis(mean, sd, centres[near], width * spacing, linear)

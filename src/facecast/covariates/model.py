@@ -5,7 +5,8 @@ pi(x) = softmax(a + phi(x) B), mu(x) = m + phi(x) C, sigma constant, with phi th
 basis (:mod:`facecast.covariates.basis`). Priors are weakly informative on the standardised
 scale: a ~ N(0, 1), m ~ N(0, 2), sigma ~ LogNormal(log 0.5, 1), and the basis coefficients
 B ~ N(0, s_w), C ~ N(0, s_mu), where s_w, s_mu are the smoothness setting (smaller = smoother
-surfaces).
+surfaces); the coefficients of the linear z columns of the design (see
+:mod:`facecast.covariates.basis`) have N(0, 1) priors.
 """
 
 from __future__ import annotations
@@ -30,20 +31,24 @@ class Priors:
 
     weight_scale: float = 1.0
     loc_scale: float = 0.5
+    linear_scale: float = 1.0
 
 
 def mixture_model(phi: torch.Tensor, y: torch.Tensor | None, n_total: int, n_components: int,
-                  priors: Priors) -> None:
+                  priors: Priors, n_linear: int = 0) -> None:
     """Pyro model: ``phi`` (B, K) basis rows of a minibatch, ``y`` (B,) standardised scores.
 
     ``n_total`` is the size of the whole data set (the likelihood is scaled by n_total / B).
     """
     k, h = phi.shape[1], n_components
     zh, zkh = phi.new_zeros(h), phi.new_zeros((k, h))
+    lin = torch.arange(k, device=phi.device)[:, None] < n_linear      # (k, 1)
+    sw = torch.where(lin, priors.linear_scale, priors.weight_scale).to(phi.dtype).expand(k, h)
+    sm = torch.where(lin, priors.linear_scale, priors.loc_scale).to(phi.dtype).expand(k, h)
     a = pyro.sample("w_intercept", dist.Normal(zh, 1.0).to_event(1))
-    b = pyro.sample("w_coef", dist.Normal(zkh, priors.weight_scale).to_event(2))
+    b = pyro.sample("w_coef", dist.Normal(zkh, sw).to_event(2))
     m = pyro.sample("mu_intercept", dist.Normal(zh, 2.0).to_event(1))
-    c = pyro.sample("mu_coef", dist.Normal(zkh, priors.loc_scale).to_event(2))
+    c = pyro.sample("mu_coef", dist.Normal(zkh, sm).to_event(2))
     sigma = pyro.sample("sigma", dist.LogNormal(zh + float(np.log(0.5)), 1.0).to_event(1))
     with pyro.plate("data", n_total, subsample=torch.arange(phi.shape[0], device=phi.device)):
         logits = a + phi @ b

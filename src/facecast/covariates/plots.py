@@ -37,7 +37,7 @@ def plot_tar(out: Path, surface: pd.DataFrame, binned: pd.DataFrame, ps: PairSet
              covs: Sequence[str], fmr: float) -> None:
     plt = pyplot()
     fig, axes = plt.subplots(1, len(covs), figsize=(5 * len(covs), 4), squeeze=False)
-    for ax, c in zip(axes[0], covs):
+    for ax, c in zip(axes[0], covs, strict=True):
         s = surface[(surface["surface"] == "along") & (surface["covariate"] == c)
                     & (surface["metric"] == "tar") & (surface["fmr_target"] == fmr)]
         v = s["value_a"].to_numpy()
@@ -62,7 +62,7 @@ def plot_tar(out: Path, surface: pd.DataFrame, binned: pd.DataFrame, ps: PairSet
 def plot_heatmaps(out: Path, surface: pd.DataFrame, covs: Sequence[str]) -> None:
     plt = pyplot()
     fig, axes = plt.subplots(len(covs), 2, figsize=(9, 3.8 * len(covs)), squeeze=False)
-    for row, c in zip(axes, covs):
+    for row, c in zip(axes, covs, strict=True):
         s = surface[(surface["surface"] == "heatmap") & (surface["covariate"] == c)
                     & (surface["metric"] == "tar")]
         if s.empty:
@@ -92,7 +92,7 @@ def plot_score_bands(out: Path, ps: PairSet, covs: Sequence[str], fits: Mapping[
     plt = pyplot()
     fig, axes = plt.subplots(1, len(covs), figsize=(5 * len(covs), 4), squeeze=False)
     rng = np.random.default_rng(0)
-    for ax, c in zip(axes[0], covs):
+    for ax, c in zip(axes[0], covs, strict=True):
         pm = 0.5 * (ps.pairs[f"{c}_a"] + ps.pairs[f"{c}_b"]).to_numpy()
         for cls, lab in (("match", 1), ("nonmatch", 0)):
             idx = np.flatnonzero(ps.label == lab)

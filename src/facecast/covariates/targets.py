@@ -99,8 +99,30 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
             errs.append(f"covariates.fmr_targets: {f} is not in (0, 1)")
     if int(cov.get("draws", 200)) < 100:
         errs.append("covariates.draws: at least 100 posterior draws")
+    errs += _column_errors(config, covs, pfeat)
     n_cov = len(covs)
     lookup = int(cov.get("lookup_points", 5)) ** (2 * n_cov)
     if lookup > 200_000:
         errs.append(f"covariates.lookup_points: {lookup} threshold lookup rows; lower it")
+    return errs
+
+
+def _column_errors(config: Mapping[str, Any], covs: list[str], pfeat: list[str]) -> list[str]:
+    """Covariate columns that no configured scorer or dataset label will produce."""
+    try:
+        from facecast.config_columns import known_columns
+    except ImportError:  # the parse-time column registry is optional for this check
+        return []
+    wanted = _names(section(config).get("datasets")) or list(config.get("datasets") or {})
+    errs = []
+    known = known_columns(config, [])
+    refs = [("covariates.covariates", c) for c in covs]
+    refs += [("covariates.pair_features", s.partition(":")[2]) for s in pfeat if ":" in s]
+    for key, column in refs:
+        for ds in wanted:
+            cols = known.get(ds)
+            if cols is not None and column not in cols:
+                errs.append(f"{key}: {column!r} is not a column of results/{ds}/"
+                            "attributes.parquet (no configured scorer or dataset label "
+                            "writes it)")
     return errs

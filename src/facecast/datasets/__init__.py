@@ -113,7 +113,7 @@ def build_manifest(spec: dict[str, Any], dataset_dir: str | os.PathLike,
     )
     prov = dict(provenance or {})
     prov.update({"stage": "manifest", "dataset_kind": spec["kind"],
-                 "dataset_root": str(Path(root).absolute())})
+                 "dataset_root": str(root)})  # as configured: byte-stable across run folders
     if containers:
         prov["containers"] = containers
     write_manifest(manifest, out_path, shard_size=shard_size, provenance=prov)

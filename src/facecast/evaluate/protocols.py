@@ -108,6 +108,7 @@ def stratified_folds(labels: np.ndarray, identities: np.ndarray | None, n_folds:
 
 
 def fold_range(names: list[str]) -> str:
+    """``0..9`` for consecutive numbered folds, else the names joined by commas."""
     nums = sorted(int(f) for f in names if f.isdigit())
     if nums and nums == list(range(nums[0], nums[-1] + 1)) and len(nums) == len(names):
         return f"{nums[0]}..{nums[-1]}" if len(nums) > 1 else str(nums[0])

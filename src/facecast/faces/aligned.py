@@ -30,7 +30,7 @@ import numpy as np
 
 from facecast.faces.align import ARCFACE_TEMPLATE_112, crop_facenet, warp_affine
 from facecast.faces.config import FacesConfig
-from facecast.faces.crops import encode_png
+from facecast.faces.crops import encode_png_fast
 from facecast.faces.decode import DecodedImage
 
 log = logging.getLogger(__name__)
@@ -138,11 +138,11 @@ def aligned_row(image_id: str, dec: DecodedImage, cfg: FacesConfig,
             crop = image
         else:
             crop = warp_affine(image, frame.image_to_arcface(), (ARCFACE_SIZE, ARCFACE_SIZE))
-        row["crop_arcface"] = encode_png(crop, level)
+        row["crop_arcface"] = encode_png_fast(crop, level)
     if "facenet" in cfg.crops:
         if cfg.aligned_as == "facenet160" and (w, h) == (FACENET_SIZE, FACENET_SIZE):
             crop = image
         else:
             crop = crop_facenet(image, box, FACENET_SIZE, cfg.facenet_margin)
-        row["crop_facenet"] = encode_png(crop, level)
+        row["crop_facenet"] = encode_png_fast(crop, level)
     return row

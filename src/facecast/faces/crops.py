@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import struct
+import zlib
 
 import numpy as np
 from PIL import Image
@@ -26,6 +28,46 @@ def encode_png(arr: np.ndarray, compress_level: int = PNG_COMPRESS_LEVEL) -> byt
     Image.fromarray(np.ascontiguousarray(arr)).save(buf, format="PNG",
                                                      compress_level=int(compress_level))
     return buf.getvalue()
+
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def _deflate(data: bytes, level: int) -> bytes:
+    if level == 0:
+        return zlib.compress(data, 0)
+    # Z_RLE: run-length matches only; on "up"-filtered rows as small as full deflate at
+    # level 1 and ~1.5x faster (libpng recommends it for filtered image data)
+    comp = zlib.compressobj(level, zlib.DEFLATED, 15, 9, zlib.Z_RLE)
+    return comp.compress(data) + comp.flush()
+
+
+def encode_png_fast(arr: np.ndarray, compress_level: int = PNG_COMPRESS_LEVEL) -> bytes:
+    """Lossless PNG of an HxWx3 uint8 array, ~2x faster than Pillow's encoder.
+
+    Every row uses PNG filter 2 ("up", computed with one numpy subtraction) and one zlib
+    stream with the Z_RLE strategy at ``compress_level`` (0 = stored, fastest, ~1.7x
+    larger); Pillow's adaptive per-row filter choice costs more than the compression. Deterministic (no timestamps); :func:`decode_png`
+    gives the array back exactly. Used for pre-aligned input, where encoding dominates.
+    """
+    arr = np.ascontiguousarray(arr)
+    if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != 3:
+        raise ValueError(f"encode_png_fast needs HxWx3 uint8, got {arr.dtype} {arr.shape}")
+    h, w = arr.shape[:2]
+    flat = arr.reshape(h, w * 3)
+    rows = np.empty((h, w * 3 + 1), np.uint8)
+    rows[:, 0] = 2
+    rows[0, 0] = 0  # first row: filter none (up on row 0 would equal it anyway)
+    rows[0, 1:] = flat[0]
+    np.subtract(flat[1:], flat[:-1], out=rows[1:, 1:])  # uint8 wrap-around = mod 256
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    return (_PNG_SIGNATURE + _chunk(b"IHDR", ihdr)
+            + _chunk(b"IDAT", _deflate(rows.tobytes(), int(compress_level)))
+            + _chunk(b"IEND", b""))
 
 
 def decode_png(data: bytes) -> np.ndarray:

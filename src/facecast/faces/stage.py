@@ -309,7 +309,7 @@ def run_faces_shard(manifest_path: str | os.PathLike, shard: str, root: str | os
     prov.update({"stage": "faces", "shard": shard, "faces_config": cfg.as_dict(),
                  "model": ({"detector": "none", "aligned_as": cfg.aligned_as} if aligned
                            else detector.settings()),
-                 "dataset_root": str(Path(root).absolute())})
+                 "dataset_root": str(root)})  # as configured: byte-stable across run folders
     counts: Counter = Counter()
     buffer: list[dict[str, Any]] = []
     records = manifest.to_dict("records")

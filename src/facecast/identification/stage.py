@@ -90,8 +90,9 @@ def run_identification(pool_path: str | os.PathLike, embed_paths: Sequence[str |
     ranks = sorted({int(r) for r in cfg.get("ranks", [1, 5, 10, 20])})
     res = search(emb[probe_rows], emb[gal_rows], mate, k=max(ranks),
                  probe_block=int(cfg.get("probe_block", 2048)),
-                 gallery_block=int(cfg.get("gallery_block", 65536)),
-                 device=str(cfg.get("device", "auto")), progress=True)
+                 gallery_block=int(cfg.get("gallery_block", 16384)),
+                 device=str(cfg.get("device", "auto")),
+                 precision=str(cfg.get("precision", "float32")), progress=True)
 
     # groups of the probes (fairness.protected, per-identity vote)
     protected = parse_specs(fairness_cfg.get("protected"))
@@ -147,7 +148,7 @@ def run_identification(pool_path: str | os.PathLike, embed_paths: Sequence[str |
     cmc_t = pd.DataFrame(cmc_rows)
     fnir_t = pd.concat(fnir_rows, ignore_index=True)
     det_t = pd.concat(det_rows, ignore_index=True)
-    for name, row in overall.iterrows():
+    for _, row in overall.iterrows():
         if not row["resolvable"]:
             log.warning("FPIR target %g: %s", row["target_fpir"], row["text"])
     _write(cmc_t, out, "cmc", prov)

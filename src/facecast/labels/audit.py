@@ -251,9 +251,6 @@ def run_audit(attributes: str | os.PathLike, out_dir: str | os.PathLike,
     for _, r in rule_table[rule_table["status"] != "ok"].iterrows():
         log.warning("audit: rule %s not applied: %s", r["rule"], r["status"])
     rule_table.to_csv(out / "rules.csv", index=False, float_format="%.6f")
-    flag_out = flags.reset_index(names="image_id")
-    flag_out.insert(1, "identity", identity)
-    write_parquet(flag_out, out / "flags.parquet", provenance=prov)
 
     # ---- agreement
     kappas, krows = {}, []
@@ -278,6 +275,11 @@ def run_audit(attributes: str | os.PathLike, out_dir: str | os.PathLike,
         krows.append(row)
         if a in invariant:
             id_dis[a] = leave_one_out_disagreement(labels[a].to_numpy(), identity)[0]
+    flag_out = flags.reset_index(names="image_id")
+    flag_out.insert(1, "identity", identity)
+    for a in id_dis.columns:  # the image's label differs from most of its identity's others
+        flag_out[f"identity_disagree_{a}"] = (id_dis[a].to_numpy() > 0.5)
+    write_parquet(flag_out, out / "flags.parquet", provenance=prov)
     kappa_table = pd.DataFrame(krows)
     f1_src = "oof" if "oof" in sources else next(iter(sources), None)
     f1 = metrics[(metrics["source"] == f1_src)].set_index("attribute")["f1"] if f1_src else None

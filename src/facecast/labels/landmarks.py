@@ -163,18 +163,16 @@ def _project(params: np.ndarray, model: np.ndarray, focal: float, c: float) -> n
                      focal * cam[..., 1] / cam[..., 2] + c], axis=-1)
 
 
-def head_pose(points: np.ndarray, size: float) -> np.ndarray:
+def head_pose(points: np.ndarray, size: float, iterations: int = 30) -> np.ndarray:
     """(N, 3) yaw, pitch, roll in degrees from a PnP fit of a generic 3D face.
 
     ``size``: image width in pixels (pinhole camera, focal length = size, principal point
-    at the centre). The 6-point PnP is one joint least-squares reprojection fit (scipy,
-    block-sparse Jacobian: every face its own 6 parameters) started frontal at the distance
-    matching the eye-corner span, so it cannot settle on the mirrored face-behind-the-camera
-    solution. Angles: yaw about the vertical axis, pitch about the horizontal one, roll in
-    the image plane (0 for a level, frontal face).
+    at the centre). The 6-point PnP is a Levenberg-Marquardt reprojection fit run on all
+    faces at once (numpy: finite-difference Jacobians and 6 x 6 solves batched over faces),
+    started frontal at the distance matching the eye-corner span, so it cannot settle on
+    the mirrored face-behind-the-camera solution. Angles: yaw about the vertical axis,
+    pitch about the horizontal one, roll in the image plane (0 for a level, frontal face).
     """
-    from scipy.optimize import least_squares
-    from scipy.sparse import block_diag
     from scipy.spatial.transform import Rotation
 
     pts = np.asarray(points, dtype=np.float64)
@@ -187,13 +185,33 @@ def head_pose(points: np.ndarray, size: float) -> np.ndarray:
     focal, c = float(size), float(size) / 2.0
     span = np.maximum(np.hypot(*(img[:, 3] - img[:, 2]).T), 1e-3)
     tz = focal * 450.0 / span
-    x0 = np.c_[np.zeros((len(img), 3)), (img[:, 0, 0] - c) * tz / focal,
-               (img[:, 0, 1] - c) * tz / focal, tz].ravel()
-    sparsity = block_diag([np.ones((12, 6))] * len(img), format="csr")
-    fit = least_squares(lambda q: (_project(q, model, focal, c) - img).ravel(), x0,
-                        jac_sparsity=sparsity, method="trf", x_scale="jac")
-    r = Rotation.from_rotvec(fit.x.reshape(-1, 6)[:, :3]).as_matrix()
-    out[ok] = np.degrees(np.c_[np.arcsin(-np.clip(r[:, 2, 0], -1, 1)),
-                               np.arctan2(r[:, 2, 1], r[:, 2, 2]),
-                               np.arctan2(r[:, 1, 0], r[:, 0, 0])])
+    x = np.c_[np.zeros((len(img), 3)), (img[:, 0, 0] - c) * tz / focal,
+              (img[:, 0, 1] - c) * tz / focal, tz]
+    step = np.array([1e-4, 1e-4, 1e-4, 1e-2, 1e-2, 1e-2])
+
+    def resid(q: np.ndarray) -> np.ndarray:
+        return (_project(q, model, focal, c) - img).reshape(len(img), -1)  # (M, 12)
+
+    lam = np.full(len(img), 1e-3)
+    r = resid(x)
+    cost = (r**2).sum(axis=1)
+    for _ in range(int(iterations)):
+        jac = np.stack([(resid(x + np.eye(6)[k] * step[k] * np.maximum(1.0, np.abs(x[:, [k]])))
+                         - r) / (step[k] * np.maximum(1.0, np.abs(x[:, k])))[:, None]
+                        for k in range(6)], axis=2)  # (M, 12, 6)
+        jtj = np.einsum("mik,mil->mkl", jac, jac)
+        jtr = np.einsum("mik,mi->mk", jac, r)
+        damp = jtj + lam[:, None, None] * np.eye(6) * np.maximum(
+            np.einsum("mkk->mk", jtj), 1e-9)[:, :, None]
+        delta = np.linalg.solve(damp, -jtr[..., None])[..., 0]
+        x_new = x + delta
+        r_new = resid(x_new)
+        cost_new = (r_new**2).sum(axis=1)
+        better = np.isfinite(cost_new) & (cost_new < cost)
+        x[better], r[better], cost[better] = x_new[better], r_new[better], cost_new[better]
+        lam = np.where(better, lam / 3.0, lam * 4.0)
+    rot = Rotation.from_rotvec(x[:, :3]).as_matrix()
+    out[ok] = np.degrees(np.c_[np.arcsin(-np.clip(rot[:, 2, 0], -1, 1)),
+                               np.arctan2(rot[:, 2, 1], rot[:, 2, 2]),
+                               np.arctan2(rot[:, 1, 0], rot[:, 0, 0])])
     return out

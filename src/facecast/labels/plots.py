@@ -81,19 +81,29 @@ def phi_plot(phi_label: pd.DataFrame, phi_pred: pd.DataFrame | None,
 
 
 def measurement_plot(features: pd.DataFrame | None, labels: pd.DataFrame,
-                     path: str | os.PathLike, max_panels: int = 12) -> None:
-    """Histograms of landmark measurements split by each label (where both exist)."""
+                     path: str | os.PathLike, max_panels: int = 8) -> None:
+    """Histograms of landmark measurements split by label: the ``max_panels`` (measure,
+    attribute) pairs with the largest standardised mean difference."""
     plt = pyplot()
     meas = [] if features is None else [c for c in features.columns
                                         if c.startswith("m_") and
                                         pd.api.types.is_numeric_dtype(features[c])]
-    if features is None or not meas:
+    if features is None or not meas or labels.empty:
         fig, ax = plt.subplots(figsize=(5, 2))
         _note(ax, "n/a: no landmark measurements (stage features off or empty)")
         save_figure(fig, path)
         return
     f = features.set_index("image_id").reindex(labels.index)
-    pairs = [(m, a) for a in labels.columns for m in meas][:max_panels]
+    effects = []  # |standardised mean difference| between label 1 and label 0
+    for a in labels.columns:
+        y = labels[a].to_numpy(dtype=float)
+        for m in meas:
+            x = f[m].to_numpy(dtype=float)
+            x1, x0 = x[(y == 1) & np.isfinite(x)], x[(y == 0) & np.isfinite(x)]
+            if x1.size >= 2 and x0.size >= 2:
+                sd = np.sqrt((x1.var(ddof=1) + x0.var(ddof=1)) / 2)
+                effects.append((abs(x1.mean() - x0.mean()) / sd if sd > 0 else 0.0, m, a))
+    pairs = [(m, a) for _, m, a in sorted(effects, key=lambda t: -t[0])[:max_panels]]
     cols = 4
     rows = int(np.ceil(len(pairs) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 2.2 * rows), squeeze=False)
@@ -103,12 +113,13 @@ def measurement_plot(features: pd.DataFrame | None, labels: pd.DataFrame,
         for v, col in ((0, "#9bb7d4"), (1, "#c0504d")):
             sel = np.isfinite(x) & (y == v)
             if sel.any():
-                ax.hist(x[sel], bins=20, alpha=0.6, color=col, label=f"{a}={v}", density=True)
-        ax.set_title(m, fontsize=8)
+                ax.hist(x[sel], bins=20, alpha=0.6, color=col, label=f"{a}={v}", density=True,
+                        histtype="stepfilled")
+        ax.set_title(f"{m} by {a}", fontsize=8)
         ax.legend(fontsize=6)
     for ax in axes.ravel()[len(pairs):]:
         ax.set_axis_off()
-    fig.tight_layout()
+    fig.subplots_adjust(hspace=0.45, wspace=0.3, left=0.05, right=0.98, top=0.93, bottom=0.08)
     save_figure(fig, path)
 
 

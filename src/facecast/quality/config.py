@@ -12,7 +12,6 @@ import fnmatch
 from collections.abc import Mapping
 from typing import Any
 
-from facecast.attributes.native import NATIVE_COLUMNS
 from facecast.quality.columns import DIRECTIONS, NATIVE_DIRECTIONS
 from facecast.quality.edc import PAIR_QUALITY
 
@@ -71,18 +70,16 @@ def targets(config: Mapping[str, Any], ds: str) -> list[str]:
     return out
 
 
-def _known_quality_columns(config: Mapping[str, Any]) -> set[str] | None:
-    """Quality columns the configured scorers are known to produce (None: cannot tell)."""
-    attrs = config.get("attributes") or {}
-    scorers = set(_names(attrs.get("scorers")) or ["native"])
-    known: set[str] = set()
-    if "native" in scorers:
-        known |= set(NATIVE_COLUMNS)
-        if attrs.get("embed_norms", True):
-            known |= {f"embed_norm_{m}" for m in _embed_models(config)}
-    metrics = _names((attrs.get("pyiqa") or {}).get("metrics"))
-    known |= {"iqa_" + m.replace("-", "_") for m in metrics}
-    return known
+def _known_columns(config: Mapping[str, Any]) -> dict[str, set[str] | None]:
+    """Columns of each dataset's attribute table (None where not certain)."""
+    try:
+        from facecast.config_columns import known_columns
+    except ImportError:  # pragma: no cover - older checkouts
+        return {}
+    try:
+        return known_columns(config)
+    except Exception:  # noqa: BLE001 - the column checker reports its own errors
+        return {}
 
 
 def _is_quality_namespace(name: str) -> bool:
@@ -129,12 +126,17 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
         for col, d in (q.get("directions") or {}).items():
             if d not in DIRECTIONS:
                 errs.append(f"quality.directions.{col}: {d!r} is not one of {list(DIRECTIONS)}")
-        known = _known_quality_columns(config)
-        for pat in [*_names(q.get("columns")), *_names(q.get("directions"))]:
-            if known is not None and _is_quality_namespace(pat) and not fnmatch.filter(
-                    sorted(known), pat):
-                errs.append(f"quality.columns: {pat!r} is not produced by the configured "
-                            f"scorers (known quality columns: {sorted(known)})")
+        wanted = datasets(config, "quality")
+        for ds, known in _known_columns(config).items():
+            if known is None or ds not in wanted:
+                continue
+            for key in ("columns", "directions"):
+                for pat in _names(q.get(key)):
+                    if not fnmatch.filter(sorted(known), pat):
+                        quality_like = sorted(c for c in known if _is_quality_namespace(c))
+                        errs.append(f"quality.{key}: {pat!r} matches no column of dataset "
+                                    f"{ds!r}'s attribute table (quality columns there: "
+                                    f"{quality_like})")
     d = _section(config, "demographics")
     if d and d.get("enabled", True):
         fair = config.get("fairness") or {}

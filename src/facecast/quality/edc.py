@@ -106,6 +106,43 @@ def edc_curve(quality: np.ndarray, error: np.ndarray) -> EdcCurve:
     return EdcCurve(disc, err.astype(np.float64), counts, kept_err, n)
 
 
+def image_levels(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense ranks of per-image qualities (ties share a level; NaN -> -1) and the number of
+    levels. The pair quality ``min`` of two images is then the min of their levels, so an
+    EDC needs one sort of the images instead of one of the comparisons."""
+    v = np.asarray(values, dtype=np.float64)
+    ok = np.isfinite(v)
+    levels = np.full(v.shape[0], -1, dtype=np.int64)
+    u, inv = np.unique(v[ok], return_inverse=True)
+    levels[ok] = inv
+    return levels, int(u.shape[0])
+
+
+def edc_from_levels(level: np.ndarray, error: np.ndarray, n_levels: int) -> EdcCurve:
+    """:func:`edc_curve` for comparisons given by integer quality levels (higher = better;
+    all >= 0): a counting sort (``bincount``) replaces the comparison sort."""
+    lv = np.asarray(level, dtype=np.int64)
+    n = lv.shape[0]
+    if n == 0:
+        return edc_curve(np.zeros(0), np.zeros(0))
+    counts = np.bincount(lv, minlength=n_levels)
+    errs = np.bincount(lv, weights=np.asarray(error, dtype=np.float64), minlength=n_levels)
+    present = counts > 0
+    before = np.concatenate([[0], np.cumsum(counts)[:-1]])[present]
+    err_before = np.concatenate([[0.0], np.cumsum(errs)[:-1]])[present]
+    total_e = errs.sum()
+    kept_err = np.rint(total_e - err_before).astype(np.int64)
+    disc = before / n
+    err = kept_err / (n - before)
+    counts_out = before
+    if disc[-1] != 1.0:
+        disc = np.concatenate([disc, [1.0]])
+        err = np.concatenate([err, [0.0]])
+        counts_out = np.concatenate([counts_out, [n]])
+        kept_err = np.concatenate([kept_err, [0]])
+    return EdcCurve(disc, err.astype(np.float64), counts_out, kept_err, n)
+
+
 def pauc(discard: np.ndarray, error: np.ndarray, limit: float) -> np.ndarray | float:
     """Stepwise area under the EDC from discard 0 to ``limit`` (vectorised over rows).
 

@@ -34,11 +34,13 @@ from facecast.fairness.annotate import labelled_pairs, read_scored_pairs, spec_c
 from facecast.fairness.stage import load_attributes
 from facecast.figures import pyplot, save_figure
 from facecast.html_tables import frame_html, write_html_page
-from facecast.parquet_io import read_metadata, read_parquet, write_parquet
+from facecast.parquet_io import read_metadata, write_parquet
 from facecast.quality.columns import RANDOM_CONTROL, orient, random_control, select_columns
 from facecast.quality.edc import (
     edc_curve,
+    edc_from_levels,
     errors,
+    image_levels,
     pair_quality,
     pauc,
     refit_edc,
@@ -154,11 +156,17 @@ def run_edc(scores_path: str | os.PathLike, attributes_path: str | os.PathLike,
         pq_ = pair_quality(qmap.reindex(ann["image_a"]).to_numpy(),
                            qmap.reindex(ann["image_b"]).to_numpy(), how)
         has_q = np.isfinite(pq_)
+        if how == "min":  # pair quality as a level: counting sort instead of a sort
+            lv, n_lv = image_levels(qv)
+            lmap = pd.Series(lv, index=by_image.index)
+            pl = np.minimum(lmap.reindex(ann["image_a"]).fillna(-1).to_numpy(np.int64),
+                            lmap.reindex(ann["image_b"]).fillna(-1).to_numpy(np.int64))
         for etype, mated in ERROR_TYPES.items():
             sel = has_q & (y == mated)
             for gname in ["all", *group_names]:
                 m = sel if gname == "all" else sel & (groups == gname)
-                c = edc_curve(pq_[m], err[m])
+                c = (edc_from_levels(pl[m], err[m], n_lv) if how == "min"
+                     else edc_curve(pq_[m], err[m]))
                 curves.append(pd.DataFrame({
                     "column": col, "error_type": etype, "group": gname,
                     "discard": c.discard, "error": c.error, "discard_count": c.counts,

@@ -1,0 +1,156 @@
+"""Covariate stage: numerical core, pair building, config checks (fast, no fitting)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import norm
+
+from facecast.covariates.basis import build_basis
+from facecast.covariates.derive import binned_tar
+from facecast.covariates.mixture import (
+    destandardise,
+    mixture_cdf,
+    mixture_quantile,
+    mixture_sf,
+    tar_at_fmr,
+)
+from facecast.covariates.model import ClassFit
+from facecast.covariates.pairs import build_pairs
+from facecast.covariates.targets import config_errors
+
+
+def test_mixture_quantile_inverts_cdf():
+    w = np.array([0.2, 0.5, 0.3])
+    mu = np.array([-1.0, 0.3, 2.0])
+    sd = np.array([0.4, 1.1, 0.2])
+    p = np.geomspace(1e-6, 0.5, 400)
+    t = mixture_quantile(p, w, mu, sd)
+    assert np.max(np.abs(mixture_cdf(t, w, mu, sd) - p)) < 1e-9
+    # the upper tail is solved on the survival function, exact for small FMRs
+    ts = mixture_quantile(p, w, mu, sd, upper=True)
+    assert np.max(np.abs(mixture_sf(ts, w, mu, sd) - p) / p) < 1e-9
+
+
+def _constant_fit(mu: float, sd: float, center: float = 0.0, scale: float = 1.0) -> ClassFit:
+    """One component, zero basis coefficients: no covariate effect (two draws)."""
+    x = np.linspace(0, 1, 50)[:, None]
+    basis = build_basis(x, 3, 1.0)
+    k = basis.n_basis
+    draws = {"w_intercept": np.zeros((2, 1)), "w_coef": np.full((2, k, 1), 0.3),
+             "mu_intercept": np.full((2, 1), mu), "mu_coef": np.zeros((2, k, 1)),
+             "sigma": np.full((2, 1), sd)}
+    return ClassFit(1, basis, center, scale, draws)
+
+
+def test_one_component_roc_is_binormal():
+    match, nonmatch = _constant_fit(1.3, 0.7), _constant_fit(-0.2, 1.2)
+    x = np.array([[0.1], [0.5], [0.9]])
+    fpr = np.geomspace(1e-5, 0.5, 60)
+    tar, _ = tar_at_fmr(fpr[:, None, None], match.mixture_at(x), nonmatch.mixture_at(x))
+    closed = norm.cdf((1.3 - (-0.2) - 1.2 * norm.isf(fpr)) / 0.7)
+    assert np.max(np.abs(tar - closed[:, None, None])) < 1e-6
+
+
+def test_destandardisation_exact():
+    center, scale = 0.37, 0.081
+    fit = _constant_fit(0.5, 0.6, center, scale)
+    std = _constant_fit(0.5, 0.6)
+    x = np.array([[0.3]])
+    t = np.linspace(0.0, 0.8, 9)
+    in_scores = mixture_cdf(t[:, None, None], *fit.mixture_at(x))
+    in_std = mixture_cdf(((t - center) / scale)[:, None, None], *std.mixture_at(x))
+    assert np.max(np.abs(in_scores - in_std)) < 1e-14
+    mu, sd = destandardise(np.array([0.5]), np.array([0.6]), center, scale)
+    assert mu[0] == center + scale * 0.5 and sd[0] == scale * 0.6
+
+
+def _tables():
+    attr = pd.DataFrame({"image_id": ["a", "b", "c", "d"], "blur": [0.0, 1.0, 2.0, np.nan],
+                         "age": [20.0, 30.0, 60.0, 40.0]})
+    scores = pd.DataFrame({
+        "image_a": ["a", "b", "a", "a", "c", "a", "b", "a"],
+        "image_b": ["b", "a", "c", "b", "a", "a", "c", "d"],
+        "label": [1, 1, 0, 1, 0, 1, 0, 0],
+        "score": [0.9, 0.8, 0.1, 0.7, 0.2, 1.0, 0.3, 0.4],
+        "status": ["ok", "ok", "ok", "ok", "ok", "ok", "no_face", "ok"]})
+    return scores, attr
+
+
+def test_pairs_each_unordered_pair_once():
+    scores, attr = _tables()
+    ps = build_pairs(scores, attr, ["blur"], ["absdiff:age"])
+    assert list(zip(ps.pairs["image_a"], ps.pairs["image_b"], strict=True)) == [("a", "b"), ("a", "c")]
+    assert ps.y.tolist() == [0.9, 0.1]          # the first occurrence of each pair is kept
+    c = ps.counts
+    assert (c["duplicate"], c["self_pair"], c["not_ok"], c["missing_covariate"]) == (3, 1, 1, 1)
+    assert c["input"] == sum(c[k] for k in ("duplicate", "self_pair", "not_ok",
+                                            "missing_covariate", "used"))
+    assert ps.names == ["blur_a", "blur_b", "absdiff:age"]
+    assert ps.x.tolist() == [[0.0, 1.0, 10.0], [0.0, 2.0, 40.0]]
+    doubled = build_pairs(pd.concat([scores, scores.rename(columns={
+        "image_a": "image_b", "image_b": "image_a"})]), attr, ["blur"], ["absdiff:age"])
+    assert np.array_equal(doubled.x, ps.x) and np.array_equal(doubled.y, ps.y)
+
+
+def test_pairs_unknown_column_is_an_error():
+    scores, attr = _tables()
+    with pytest.raises(ValueError, match="label_yaw"):
+        build_pairs(scores, attr, ["label_yaw"])
+
+
+def test_basis_prunes_centres_away_from_data():
+    rng = np.random.default_rng(0)
+    # data on two clusters: the grid's middle centres are far from every point
+    x = np.concatenate([rng.normal(0, 0.05, (200, 2)), rng.normal(10, 0.05, (200, 2))])
+    basis = build_basis(x, 6, 1.0)
+    z = basis.zscore(x)
+    dist = np.min(np.linalg.norm(basis.centres[:, None] - z[None], axis=-1), axis=1)
+    assert len(basis.centres) < 36 and np.all(dist <= 1.0)
+
+
+def test_binned_tar_reports_thin_bins():
+    rng = np.random.default_rng(1)
+    s = np.concatenate([rng.normal(2, 1, 300), rng.normal(0, 1, 3000)])
+    lab = np.r_[np.ones(300), np.zeros(3000)]
+    v = rng.uniform(0, 1, len(s))
+    v[:150] = 0.2
+    rows = binned_tar(s, lab, v, [0.0, 0.5, 0.999, 1.0], 0.01, 50, 0)
+    assert 0 < rows[0]["tar"] < 1 and rows[0]["tar_low"] <= rows[0]["tar"] <= rows[0]["tar_high"]
+    assert np.isnan(rows[2]["tar"]) and rows[2]["note"].startswith("n/a")
+
+
+def _config(**cov):
+    return {"embed": {"models": {"lbp": {}, "dlib": {}}},
+            "evaluate": {"benchmarks": ["fair_pool", "random"]},
+            "covariates": {"enabled": True, "models": ["lbp"], "protocols": ["fair_pool"],
+                           "covariates": ["label_blur"], **cov}}
+
+
+def test_config_errors_name_the_key():
+    assert config_errors(_config()) == []
+    assert config_errors({"covariates": {"enabled": False, "models": ["nope"]}}) == []
+    errs = config_errors(_config(models=["arcface"], protocols=["nope"],
+                                 pair_features=["diff:label_age"], covariates=[]))
+    assert any(e.startswith("covariates.models") and "arcface" in e for e in errs)
+    assert any(e.startswith("covariates.protocols") and "nope" in e for e in errs)
+    assert any(e.startswith("covariates.pair_features") for e in errs)
+    assert len(errs) == 3
+    assert any("covariates.covariates" in e for e in config_errors(_config(covariates=[])))
+
+
+def test_config_errors_unknown_covariate_column():
+    import yaml
+
+    from facecast.covariates.targets import enabled, targets
+
+    cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
+    assert config_errors(cfg) == []
+    assert enabled(cfg) and targets(cfg, "demo", ["demo"]) == [
+        "results/demo/covariates/lbp/fair_pool/fit.json"]
+    cfg["covariates"]["covariates"] = ["label_blurr"]
+    errs = config_errors(cfg)
+    assert len(errs) == 1 and errs[0].startswith("covariates.covariates") and "label_blurr" in errs[0]
