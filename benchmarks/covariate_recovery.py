@@ -6,7 +6,7 @@ the issue's check; the unit test runs fewer) and prints, at the five fixed covar
 the largest |posterior mean - truth| of FNMR at FMR = 1e-2 per data set and the share of
 (data set, point) cases whose 90 % interval covers the truth (goal: >= 75 % for SVI).
 
-    python benchmarks/covariate_recovery.py [--repeats 20] [--steps 1000] [--threads 1]
+    python benchmarks/covariate_recovery.py [--repeats 20] [--steps 1500] [--threads 1]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--pairs", type=int, default=5000, help="pairs per class")
-    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -88,8 +88,7 @@ def demo_test_config() -> dict:
     cfg["correlations"]["methods"] = ["pearson"]
     cfg["fairness"]["n_boot"] = 20
     # the fairness protocol: more pairs, one legitimate attribute, so every group has cells
-    cfg["benchmarks"]["fair_pool"]["mining"].update({"n_genuine": 40, "n_impostor": 40,
-                                                     "on_shortfall": "write"})
+    cfg["benchmarks"]["fair_pool"]["mining"].update({"n_impostor": 4000})
     cfg["fairness"]["legitimate"] = {"glasses": {"column": "label_glasses", "bins": [0.5],
                                                  "labels": ["G0", "G1"]}}
     return cfg

@@ -15,11 +15,6 @@ DEMO_DIR = "results/{ds}/demographics/{model}/{protocol}"
 IDENT_DIR = "results/{ds}/identification/{model}"
 
 
-def _report_kw(caption, category, subcategory, name):
-    return {"caption": f"../report/{caption}.rst", "category": category,
-            "subcategory": subcategory, "labels": {"model": "{model}", "file": name}}
-
-
 rule quality_edc:
     input:
         scores="results/{ds}/eval/{model}/{protocol}.parquet",
@@ -31,20 +26,20 @@ rule quality_edc:
         bands=f"{QUALITY_DIR}/bands.parquet",
         threshold=f"{QUALITY_DIR}/threshold.parquet",
         html=report(f"{QUALITY_DIR}/ranking.html",
-                    **_report_kw("quality_edc", "Quality (EDC)", "{ds} / {protocol}",
+                    **quality_cfg.report_kw("quality_edc", "Quality (EDC)", "{ds} / {protocol}",
                                  "ranking")),
         fnm_png=report(f"{QUALITY_DIR}/edc_fnm.png",
-                       **_report_kw("quality_edc", "Quality (EDC)", "{ds} / {protocol}",
+                       **quality_cfg.report_kw("quality_edc", "Quality (EDC)", "{ds} / {protocol}",
                                     "FNM-EDC")),
         fm_png=report(f"{QUALITY_DIR}/edc_fm.png",
-                      **_report_kw("quality_edc", "Quality (EDC)", "{ds} / {protocol}",
+                      **quality_cfg.report_kw("quality_edc", "Quality (EDC)", "{ds} / {protocol}",
                                    "FM-EDC")),
     wildcard_constraints:
         model=r"[^/]+",
         protocol=r"[^/]+",
     params:
         quality=config.get("quality", {}),
-        fairness=config.get("fairness", {}),
+        fairness=quality_cfg.fairness_groups(config),
         seed=config["seed"],
     log:
         "results/{ds}/logs/quality/edc_{model}_{protocol}.log",
@@ -70,26 +65,26 @@ rule demographics:
         roc_csv=f"{DEMO_DIR}/roc_bands.csv",
         rates=f"{DEMO_DIR}/rate_bands.parquet",
         html=report(f"{DEMO_DIR}/tables.html",
-                    **_report_kw("demographics", "Demographics", "{ds} / {protocol}",
+                    **quality_cfg.report_kw("demographics", "Demographics", "{ds} / {protocol}",
                                  "tables")),
         cross_png=report(f"{DEMO_DIR}/cross_fmr.png",
-                         **_report_kw("demographics", "Demographics", "{ds} / {protocol}",
+                         **quality_cfg.report_kw("demographics", "Demographics", "{ds} / {protocol}",
                                       "cross-group FMR")),
         deviation_png=report(f"{DEMO_DIR}/group_thresholds.png",
-                             **_report_kw("demographics", "Demographics",
+                             **quality_cfg.report_kw("demographics", "Demographics",
                                           "{ds} / {protocol}", "per-group thresholds")),
         roc_png=report(f"{DEMO_DIR}/roc_bands.png",
-                       **_report_kw("bands", "Demographics", "{ds} / {protocol}",
+                       **quality_cfg.report_kw("bands", "Demographics", "{ds} / {protocol}",
                                     "ROC/DET bands")),
         rates_png=report(f"{DEMO_DIR}/rate_bands.png",
-                         **_report_kw("bands", "Demographics", "{ds} / {protocol}",
+                         **quality_cfg.report_kw("bands", "Demographics", "{ds} / {protocol}",
                                       "rate bands")),
     wildcard_constraints:
         model=r"[^/]+",
         protocol=r"[^/]+",
     params:
         demographics=config.get("demographics", {}),
-        fairness=config.get("fairness", {}),
+        fairness=quality_cfg.fairness_groups(config),
         seed=config["seed"],
     log:
         "results/{ds}/logs/demographics/{model}_{protocol}.log",
@@ -104,7 +99,7 @@ rule demographics:
 rule identification:
     input:
         pool=lambda wc: f"results/{wc.ds}/benchmarks/"
-        f"{config.get('identification', {}).get('pool', 'random')}/subset.parquet",
+        f"{quality_cfg.identification_pool(config)}/subset.parquet",
         embeddings=EMBED_INDEX,
         attributes="results/{ds}/attributes.parquet",
     output:
@@ -116,17 +111,17 @@ rule identification:
         fnir_csv=f"{IDENT_DIR}/fnir.csv",
         det=f"{IDENT_DIR}/det.parquet",
         html=report(f"{IDENT_DIR}/tables.html",
-                    **_report_kw("identification", "Identification (1:N)", "{ds}",
+                    **quality_cfg.report_kw("identification", "Identification (1:N)", "{ds}",
                                  "tables")),
         cmc_png=report(f"{IDENT_DIR}/cmc.png",
-                       **_report_kw("identification", "Identification (1:N)", "{ds}", "CMC")),
+                       **quality_cfg.report_kw("identification", "Identification (1:N)", "{ds}", "CMC")),
         det_png=report(f"{IDENT_DIR}/det.png",
-                       **_report_kw("identification", "Identification (1:N)", "{ds}", "DET")),
+                       **quality_cfg.report_kw("identification", "Identification (1:N)", "{ds}", "DET")),
     wildcard_constraints:
         model=r"[^/]+",
     params:
         identification=config.get("identification", {}),
-        fairness=config.get("fairness", {}),
+        fairness=quality_cfg.fairness_groups(config),
         seed=config["seed"],
     resources:
         gpu=int(str(config.get("identification", {}).get("device", "auto")).startswith("cuda")),

@@ -67,8 +67,8 @@ def recovery_trial(seed: int, n_per_class: int = 5000, fmr: float = 1e-2,
     from facecast.covariates.derive import conditional_metrics, summarise
     from facecast.covariates.infer import fit_class
 
-    cfg = {"steps": 2000, "batch_size": 1024, "draws": 200, **(cfg or {})}
-    grid, width, h = int(cfg.pop("grid", 4)), float(cfg.pop("width", 1.0)), \
+    cfg = {"steps": 1500, "batch_size": 1024, "draws": 200, **(cfg or {})}
+    grid, width, h = int(cfg.pop("grid", 5)), float(cfg.pop("width", 1.0)), \
         int(cfg.pop("components", 2))
     rng = np.random.default_rng(seed)
     fits, infos = {}, {}

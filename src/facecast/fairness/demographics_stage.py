@@ -187,10 +187,11 @@ def plot_roc_bands(roc: pd.DataFrame, path: str | os.PathLike, title: str) -> No
         return norm.ppf(np.clip(np.asarray(v, dtype=np.float64), clip, 1 - clip))
 
     ax = axes[1]
-    ax.fill_between(px, probit(roc["frr_lo"]), probit(roc["frr_hi"]), step="post",
-                    alpha=0.25)
-    ax.step(px, probit(roc["frr"]), where="post")
-    ticks = [1e-4, 1e-3, 1e-2, 0.1, 0.5]
+    keep = far < 0.9  # FAR -> 1 sends the probit axis to infinity
+    ax.fill_between(px[keep], probit(roc["frr_lo"][keep]), probit(roc["frr_hi"][keep]),
+                    step="post", alpha=0.25)
+    ax.step(px[keep], probit(roc["frr"][keep]), where="post")
+    ticks = [t for t in (1e-5, 1e-4, 1e-3, 1e-2, 0.1, 0.5) if t >= far.min()]
     ax.set_xticks(norm.ppf(ticks), [f"{t:g}" for t in ticks])
     ax.set_yticks(norm.ppf(ticks), [f"{t:g}" for t in ticks])
     ax.set_xlabel("FAR (probit scale)")

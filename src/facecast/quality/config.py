@@ -54,20 +54,48 @@ def datasets(config: Mapping[str, Any], section: str) -> list[str]:
     return _names(_section(config, section).get("datasets")) or _names(config.get("datasets"))
 
 
+def fairness_groups(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The fairness section the analyses take their groups from ({} when fairness is off,
+    so no ``label_*`` column of a switched-off section is read)."""
+    fair = dict(config.get("fairness") or {})
+    return fair if fair.get("enabled", True) else {}
+
+
+def identification_pool(config: Mapping[str, Any]) -> str:
+    """``identification.pool``, else the benchmark ``random``, else the first benchmark
+    without filters, else the first benchmark ('' when there is none)."""
+    pool = str(_section(config, "identification").get("pool") or "")
+    benches = dict(config.get("benchmarks") or {})
+    if pool or not benches:
+        return pool
+    if "random" in benches:
+        return "random"
+    plain = [b for b, v in benches.items() if not (v or {}).get("filters")]
+    return (plain or list(benches))[0]
+
+
 def targets(config: Mapping[str, Any], ds: str) -> list[str]:
     """Default outputs of the three sections for dataset ``ds``."""
     out: list[str] = []
     if enabled(config, "quality") and ds in datasets(config, "quality"):
         out += [f"results/{ds}/quality/{m}/{p}/ranking.csv"
                 for m in models(config, "quality") for p in protocols(config, "quality")]
-    if enabled(config, "demographics") and ds in datasets(config, "demographics"):
+    if (enabled(config, "demographics") and ds in datasets(config, "demographics")
+            and (fairness_groups(config).get("protected"))):
         out += [f"results/{ds}/demographics/{m}/{p}/group_thresholds.csv"
                 for m in models(config, "demographics")
                 for p in protocols(config, "demographics")]
-    if enabled(config, "identification") and ds in datasets(config, "identification"):
+    if (enabled(config, "identification") and ds in datasets(config, "identification")
+            and identification_pool(config)):
         out += [f"results/{ds}/identification/{m}/cmc.csv"
                 for m in models(config, "identification")]
     return out
+
+
+def report_kw(caption: str, category: str, subcategory: str, name: str) -> dict[str, Any]:
+    """Keyword arguments of Snakemake's ``report()`` for a per-model output."""
+    return {"caption": f"../report/{caption}.rst", "category": category,
+            "subcategory": subcategory, "labels": {"model": "{model}", "file": name}}
 
 
 def _known_columns(config: Mapping[str, Any]) -> dict[str, set[str] | None]:
@@ -145,9 +173,6 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
             if a not in allowed:
                 errs.append(f"demographics.matrix_attributes: {a!r} is not 'group' or a "
                             f"fairness.protected/legitimate attribute ({allowed})")
-        if not _names(fair.get("protected")):
-            errs.append("demographics: fairness.protected names no attribute; the groups "
-                        "come from there")
     i = _section(config, "identification")
     if i and i.get("enabled", True):
         pool = i.get("pool", "")
