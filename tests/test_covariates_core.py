@@ -150,7 +150,7 @@ def test_config_errors_unknown_covariate_column():
     cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
     assert config_errors(cfg) == []
     assert enabled(cfg) and targets(cfg, "demo", ["demo"]) == [
-        "results/demo/covariates/lbp/fair_pool/fit.json"]
+        "results/demo/covariates/dlib/fair_pool/fit.json"]
     cfg["covariates"]["covariates"] = ["label_blurr"]
     errs = config_errors(cfg)
     assert len(errs) == 1 and errs[0].startswith("covariates.covariates") and "label_blurr" in errs[0]

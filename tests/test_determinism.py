@@ -39,6 +39,23 @@ def test_figures_are_byte_identical_across_processes(tmp_path: Path) -> None:
     assert b"clip-path" in (tmp_path / "1" / "f.svg").read_bytes()
 
 
+_CHECKPOINT = """
+import sys, torch
+from facecast.atomic import atomic_path
+with atomic_path(sys.argv[1] + "/checkpoint.pt") as tmp:
+    torch.save({"w": torch.arange(4.0)}, tmp)
+"""
+
+
+def test_files_that_record_their_own_name_are_byte_identical(tmp_path: Path) -> None:
+    """torch.save names its archive after the file: the temporary keeps the real name."""
+    for k in (1, 2):
+        subprocess.run([sys.executable, "-c", _CHECKPOINT, str(tmp_path / str(k))], check=True)
+    a, b = (tmp_path / k / "checkpoint.pt" for k in ("1", "2"))
+    assert a.read_bytes() == b.read_bytes()
+    assert list((tmp_path / "1" / ".tmp").iterdir()) == []  # private temp folder removed
+
+
 def result_files(workdir: Path) -> dict[str, Path]:
     """Every file under results/ (relative name -> path), logs and timings left out."""
     root = workdir / "results"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from facecast.datasets.checks import config_errors
-from facecast.evaluate.targets import eval_benchmarks
+from facecast.evaluate.targets import analysis_targets, eval_benchmarks
 
 
 def _cfg(tmp_path, **over):
@@ -51,3 +51,13 @@ def test_bin_import_applies_to_its_own_dataset_only(tmp_path):
     cfg = _cfg(tmp_path)
     assert eval_benchmarks(cfg, "lfwb") == ["lfw"]
     assert eval_benchmarks(cfg, "web") == []
+
+
+def test_no_benchmarks_are_mined_from_a_bin_dataset(tmp_path):
+    cfg = _cfg(tmp_path, benchmarks={"random": {"filters": []}})
+    assert eval_benchmarks(cfg, "lfwb") == ["lfw"]
+    assert eval_benchmarks(cfg, "web") == ["random"]
+    assert not any("benchmarks/" in t for t in analysis_targets(cfg, "lfwb"))
+    assert any("benchmarks/random" in t for t in analysis_targets(cfg, "web"))
+    cfg["evaluate"]["benchmarks"] = ["random", "lfw"]
+    assert eval_benchmarks(cfg, "lfwb") == ["lfw"]

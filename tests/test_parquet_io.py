@@ -109,7 +109,8 @@ def test_killed_writers_leave_nothing_a_shard_glob_sees(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(folder)])
     assert proc.returncode == 9
     stale = sorted(p.name for p in (folder / ".tmp").iterdir())
-    assert len(stale) == 2 and all(n.startswith((".00001.tmp-", ".00002.tmp-")) for n in stale)
+    assert len(stale) == 2
+    assert all(n.startswith((".00001.parquet.tmp-", ".00002.parquet.tmp-")) for n in stale)
     # the killed writers' temporaries are invisible to the glob; the old-layout one is not
     assert shard_glob() == [".00003.tmp-4242-deadbeef.parquet", "00000.parquet"]
     assert len(pq.read_table(folder)) == 1  # pyarrow skips hidden files and folders

@@ -1,18 +1,21 @@
 """Atomic file writes: every facecast artifact appears complete under its name, or not at all.
 
 :func:`atomic_path` hands out a temporary path in a hidden ``.tmp/`` folder beside the
-target (``<dir>/.tmp/.<name>.tmp-<pid>-<id><suffix>``) and renames it onto the target when
-the block ends without an error. On an error the temporary file is removed; a killed job
-leaves it in ``.tmp/``, where no glob over the target's folder (``faces/*.parquet``) and
-no stage sees it, and the next write of the same target removes it. Parquet
-(:mod:`facecast.parquet_io`), figures (:mod:`facecast.figures`) and text outputs
-(:func:`write_text`) all go through it.
+target, in a private folder of its own that keeps the target's file name
+(``<dir>/.tmp/.<name>.tmp-<pid>-<id>/<name>``: writers that record their own file name,
+such as ``torch.save``'s archive prefix, write the same bytes as under the real name),
+and renames it onto the target when the block ends without an error. On an error the
+temporary is removed; a killed job leaves it in ``.tmp/``, where no glob over the
+target's folder (``faces/*.parquet``) and no stage sees it, and the next write of the
+same target removes it. Parquet (:mod:`facecast.parquet_io`), figures
+(:mod:`facecast.figures`) and text outputs (:func:`write_text`) all go through it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,25 +25,27 @@ TEMP_DIR = ".tmp"
 
 
 def _temp_prefix(path: Path) -> str:
-    return f".{path.stem}.tmp-"
+    return f".{path.name}.tmp-"
 
 
 def temp_path(path: str | os.PathLike) -> Path:
-    """A unique temporary name for ``path`` in the ``.tmp/`` folder beside it (suffix kept)."""
+    """A unique temporary path for ``path``: ``<dir>/.tmp/.<name>.tmp-<pid>-<id>/<name>``."""
     path = Path(path)
-    return (path.parent / TEMP_DIR
-            / f"{_temp_prefix(path)}{os.getpid()}-{uuid.uuid4().hex[:8]}{path.suffix}")
+    private = f"{_temp_prefix(path)}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    return path.parent / TEMP_DIR / private / path.name
 
 
 def remove_stale_temps(path: str | os.PathLike) -> list[Path]:
     """Remove temporaries of ``path`` left by killed writers; return what was removed.
 
     A target has one writer at a time (Snakemake runs each job once), so temporaries of
-    other processes are stale; this process's own (concurrent threads) are kept. Legacy
-    temporaries beside the target (``.<name>.tmp-*``, before ``.tmp/`` existed) go too.
+    other processes are stale; this process's own (concurrent threads) are kept.
+    Temporaries of older layouts (``.<stem>.tmp-*<suffix>`` beside the target or in
+    ``.tmp/``) go too.
     """
     path = Path(path)
-    prefix, own = _temp_prefix(path), f"{os.getpid()}-"
+    own = f"{os.getpid()}-"
+    prefixes = (_temp_prefix(path), f".{path.stem}.tmp-")
     removed = []
     for folder in (path.parent / TEMP_DIR, path.parent):
         try:
@@ -48,21 +53,36 @@ def remove_stale_temps(path: str | os.PathLike) -> list[Path]:
         except OSError:
             continue
         for name in names:
-            if (name.startswith(prefix) and name.endswith(path.suffix)
-                    and not name[len(prefix):].startswith(own)):
-                stale = folder / name
-                with contextlib.suppress(OSError):
+            prefix = next((p for p in prefixes if name.startswith(p)), None)
+            if prefix is None or name[len(prefix):].startswith(own):
+                continue
+            stale = folder / name
+            if prefix == prefixes[1] and not name.endswith(path.suffix):
+                continue  # another target with the same stem
+            with contextlib.suppress(OSError):
+                if stale.is_dir() and not stale.is_symlink():
+                    shutil.rmtree(stale)
+                else:
                     stale.unlink()
-                    removed.append(stale)
+                removed.append(stale)
     return removed
 
 
 def prepare_temp(path: str | os.PathLike) -> Path:
     """Create the target's folders, remove its stale temporaries, return a new temp path."""
     path = Path(path)
-    (path.parent / TEMP_DIR).mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path)
-    return temp_path(path)
+    tmp = temp_path(path)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    return tmp
+
+
+def discard_temp(tmp: Path) -> None:
+    """Remove a temporary from :func:`prepare_temp` (if still there) and its private folder."""
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    with contextlib.suppress(OSError):
+        tmp.parent.rmdir()
 
 
 @contextlib.contextmanager
@@ -74,8 +94,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         yield tmp
         os.replace(tmp, path)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        discard_temp(tmp)
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:

@@ -395,9 +395,28 @@ def _cuda_available() -> bool:
         return False
 
 
+def _stage_checker(module: str) -> Checker:
+    """A checker that imports ``module`` only when it runs and calls its ``config_errors``
+    (stage modules may import heavy libraries; the parse of an unrelated run stays fast)."""
+
+    def run(config: Mapping[str, Any]) -> list[str]:
+        import importlib
+
+        return list(importlib.import_module(module).config_errors(config))
+
+    run.__name__ = f"{module}.config_errors"
+    return run
+
+
+#: the stage packages' own checks (datasets, quality/demographics/identification,
+#: covariates, label audit/features/describe)
+STAGE_CHECKERS = [_stage_checker(m) for m in (
+    "facecast.datasets.checks", "facecast.quality.config", "facecast.covariates.targets",
+    "facecast.labels.config")]
+
 #: the checks :func:`check_config` runs, in order; stages append theirs (see module doc)
 CHECKERS: list[Checker] = [check_paths, check_weights, check_names, check_columns,
-                           check_ranges, check_options]
+                           check_ranges, check_options, *STAGE_CHECKERS]
 
 
 def register(checker: Checker) -> Checker:

@@ -108,7 +108,7 @@ def dataset_labels(config: Mapping[str, Any], errors: list[str] | None = None
             out[ds] = _celeba_labels(ds, spec, errors)
         elif kind == "table":
             out[ds] = _table_labels(ds, spec)
-        elif kind in ("folder", "lfw"):
+        elif kind in ("folder", "lfw", "recordio", "insightface_bin"):
             out[ds] = set()
         else:
             out[ds] = None

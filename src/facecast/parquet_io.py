@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from facecast import __version__
-from facecast.atomic import atomic_path, prepare_temp
+from facecast.atomic import atomic_path, discard_temp, prepare_temp
 
 PROVENANCE_KEY = b"facecast"
 
@@ -110,12 +110,12 @@ class ParquetStreamWriter:
     def close(self) -> Path:
         self._writer.close()
         os.replace(self._tmp, self.path)
+        discard_temp(self._tmp)
         return self.path
 
     def abort(self) -> None:
         self._writer.close()
-        if self._tmp.exists():
-            self._tmp.unlink()
+        discard_temp(self._tmp)
 
     def __enter__(self) -> ParquetStreamWriter:
         return self

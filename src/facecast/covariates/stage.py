@@ -227,7 +227,8 @@ def run_covariates(scores_path: str | os.PathLike, attributes_path: str | os.Pat
                .to_csv(index=False, float_format="%.6g"))
     write_text(out / "thresholds.csv", thresholds.to_csv(index=False, float_format="%.6g"))
     for cls, info in infos.items():
-        log.info("%s fit: %.1f s", cls, info.pop("seconds"))
+        log.info("%s fit: %.1f s (ELBO criterion met after %s s)", cls, info.pop("seconds"),
+                 info.pop("seconds_to_converge", None))
         for cand in info.get("candidates", []):
             cand.pop("seconds", None)
     fit = {"model": model, "protocol": protocol, "seed": int(seed),

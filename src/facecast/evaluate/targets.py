@@ -59,14 +59,21 @@ def name_regex(names: list[str]) -> str:
 
 
 def analysis_targets(config: Mapping[str, Any], ds: str) -> list[str]:
-    """Default analysis outputs of dataset ``ds``."""
+    """Default analysis outputs of dataset ``ds`` (no mined benchmarks for an
+    ``insightface_bin`` dataset: its identities are placeholders from the pair labels)."""
     out = correlation_files(config, ds)
+    if _is_bin_dataset(config, ds):
+        return out
     for bench in benchmark_names(config):
         out.append(f"results/{ds}/benchmarks/{bench}/description.txt")
         if reference_model(config):
             out.append(f"results/{ds}/benchmarks/{bench}/pairs.parquet")
             out.append(f"results/{ds}/benchmarks/{bench}/pair_stats.html")  # report table
     return out
+
+
+def _is_bin_dataset(config: Mapping[str, Any], ds: str) -> bool:
+    return (config.get("datasets", {}) or {}).get(ds, {}).get("kind") == "insightface_bin"
 
 
 def imports(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -103,9 +110,10 @@ def eval_benchmarks(config: Mapping[str, Any], ds: str) -> list[str]:
     benches, imps = benchmark_names(config), imports(config)
     listed = (config.get("evaluate", {}) or {}).get("benchmarks", []) or []
     if listed:
-        return [b for b in listed if b in benches or (b == "lfw" and has_lfw)
+        return [b for b in listed if (b in benches and not _is_bin_dataset(config, ds))
+                or (b == "lfw" and has_lfw)
                 or (b in imps and _import_applies(config, b, ds))]
-    out = list(benches) if reference_model(config) else []
+    out = list(benches) if reference_model(config) and not _is_bin_dataset(config, ds) else []
     if has_lfw:
         out.append("lfw")
     return out + [n for n in imps if _import_applies(config, n, ds)]

@@ -261,22 +261,30 @@ def plot_edc(edc: pd.DataFrame, bands: pd.DataFrame, ranking: pd.DataFrame, etyp
     cols = rk.sort_values("rank")["column"].tolist()[:top]
     if RANDOM_CONTROL in set(rk["column"]) and RANDOM_CONTROL not in cols:
         cols.append(RANDOM_CONTROL)
-    fig, ax = pyplot().subplots(figsize=(6.5, 4.5), constrained_layout=True)
-    for col in cols:
-        sub = edc[(edc["column"] == col) & (edc["error_type"] == etype) &
-                  (edc["group"] == "all")]
-        p = float(rk.loc[rk["column"] == col, "pauc"].iloc[0])
-        style = dict(color="black", ls="--") if col == RANDOM_CONTROL else {}
-        line = ax.step(sub["discard"], sub["error"], where="post",
-                       label=f"{col} (pAUC {p:.3g})", **style)[0]
-        b = bands[(bands["column"] == col) & (bands["error_type"] == etype)]
-        if len(b):
-            ax.fill_between(b["discard"], b["error_lo"], b["error_hi"], step="post",
-                            alpha=0.15, color=line.get_color())
-    ax.axvline(limit, color="grey", lw=0.8, ls=":")
-    ax.set_xlabel("fraction of comparisons discarded (lowest pair quality first)")
-    ax.set_ylabel("FNMR among kept" if etype == "fnm" else "FMR among kept")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    ax.set_title(title, fontsize=8)
+    fig, axes = pyplot().subplots(1, 2, figsize=(11, 4.5), constrained_layout=True)
+    for ax, right in zip(axes, (1.0, min(1.0, 2 * limit)), strict=True):
+        for col in cols:
+            sub = edc[(edc["column"] == col) & (edc["error_type"] == etype) &
+                      (edc["group"] == "all")]
+            p = float(rk.loc[rk["column"] == col, "pauc"].iloc[0])
+            style = dict(color="black", ls="--") if col == RANDOM_CONTROL else {}
+            line = ax.step(sub["discard"], sub["error"], where="post",
+                           label=f"{col} (pAUC {p:.3g})", **style)[0]
+            b = bands[(bands["column"] == col) & (bands["error_type"] == etype)]
+            if len(b):
+                ax.fill_between(b["discard"], b["error_lo"], b["error_hi"], step="post",
+                                alpha=0.15, color=line.get_color())
+        ax.axvline(limit, color="grey", lw=0.8, ls=":")
+        ax.set_xlim(0, right)
+        shown = edc[(edc["error_type"] == etype) & (edc["group"] == "all") &
+                    edc["column"].isin(cols) & (edc["discard"] <= right)]["error"]
+        top = float(np.nanmax(shown)) if len(shown) and np.isfinite(shown).any() else 1.0
+        ax.set_ylim(0, max(top * 1.15, 1e-3))
+        ax.set_xlabel("fraction of comparisons discarded (lowest pair quality first)")
+        ax.set_ylabel("FNMR among kept" if etype == "fnm" else "FMR among kept")
+        ax.grid(alpha=0.3)
+    axes[1].set_title(f"zoom: discard <= {min(1.0, 2 * limit):g} (limit L = {limit:g})",
+                      fontsize=8)
+    axes[0].legend(fontsize=7)
+    axes[0].set_title(title, fontsize=8)
     save_figure(fig, path)
