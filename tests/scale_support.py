@@ -56,6 +56,12 @@ def scale_config() -> dict:
         cfg["attributes"]["scorers"] = ["native"]
     if "n_boot" in cfg.get("fairness", {}):
         cfg["fairness"]["n_boot"] = 0
+    # the later analysis stages (label audit, landmark features, descriptions, covariate
+    # models, EDC, cross-group matrices, 1:N) have tests of their own on the session demo
+    for stage in ("audit", "features", "describe", "covariates", "quality", "demographics",
+                  "identification"):
+        if stage in cfg:
+            cfg[stage] = {**cfg[stage], "enabled": False}
     return cfg
 
 

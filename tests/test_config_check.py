@@ -34,11 +34,24 @@ CELEBA_40 = ("5_o_Clock_Shadow Arched_Eyebrows Attractive Bags_Under_Eyes Bald B
              "Wearing_Necktie Young").split()
 
 
+#: stages whose config.yaml settings name the demo's own columns/models (switched off for
+#: configs on other data unless a test sets them; their own checks have their own tests)
+DEMO_STAGES = ("covariates", "audit", "features", "describe", "quality", "demographics",
+               "identification")
+
+
 def demo(**sections) -> dict:
-    """config.yaml with top-level ``sections`` replaced, schema-validated (defaults filled)."""
+    """config.yaml with top-level ``sections`` replaced, schema-validated (defaults filled).
+
+    When the datasets, benchmarks or embedders are replaced, the demo-only stages are off.
+    """
     with open(REPO / "config.yaml") as fh:
         cfg = yaml.safe_load(fh)
     cfg.update(copy.deepcopy(sections))
+    if {"datasets", "benchmarks", "embed"} & set(sections):
+        for stage in DEMO_STAGES:
+            if stage not in sections:
+                cfg[stage] = {**cfg.get(stage, {}), "enabled": False}
     validate(cfg, SCHEMA)
     return cfg
 

@@ -1,6 +1,7 @@
 """Covariate stage: fits on known truth (recovery, coverage, binning trap, duplicates, demo).
 
-These fit Pyro models and take about a minute each on 2 cores. The coverage check here uses
+These fit Pyro models: about 3 minutes together on 2 busy cores (the two recovery data sets
+~2 min, the binning trap ~40 s, the duplicate check ~20 s). The coverage check here uses
 COVERAGE_REPEATS data sets; benchmarks/covariate_recovery.py runs the issue's full 20.
 """
 

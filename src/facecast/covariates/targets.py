@@ -37,7 +37,9 @@ def models(config: Mapping[str, Any]) -> list[str]:
 
 
 def protocols(config: Mapping[str, Any]) -> list[str]:
-    return _names(section(config).get("protocols"))
+    """``covariates.protocols``, else ``fairness.protocols`` (the dense, unbanded ones)."""
+    return (_names(section(config).get("protocols"))
+            or _names((config.get("fairness") or {}).get("protocols")))
 
 
 def targets(config: Mapping[str, Any], ds: str, datasets: Sequence[str]) -> list[str]:
@@ -72,15 +74,21 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
     for m in _names(cov.get("models")):
         if embed_models and m not in embed_models:
             errs.append(f"covariates.models: {m!r} is not in embed.models {embed_models}")
-    evaluated = (_names((config.get("evaluate") or {}).get("benchmarks"))
-                 or _names(config.get("benchmarks")))
+    # any protocol evaluate_benchmark can score: a benchmark, lfw or an evaluate import
+    evaluated = (_names(config.get("benchmarks"))
+                 + _names((config.get("evaluate") or {}).get("imports"))
+                 + _names((config.get("evaluate") or {}).get("benchmarks")))
+    if any((d or {}).get("pairs") for d in (config.get("datasets") or {}).values()):
+        evaluated.append("lfw")
     prots = protocols(config)
+    own = _names(cov.get("protocols"))  # inherited fairness.protocols are checked there
     if not prots:
-        errs.append("covariates.protocols: name at least one evaluated protocol")
-    for p in prots:
+        errs.append("covariates.protocols: name at least one evaluated protocol (or set "
+                    "fairness.protocols, which an empty list follows)")
+    for p in own:
         if evaluated and p not in evaluated:
-            errs.append(f"covariates.protocols: {p!r} is not an evaluated benchmark "
-                        f"{evaluated}")
+            errs.append(f"covariates.protocols: {p!r} is not a benchmark, lfw or an "
+                        f"evaluate import {evaluated}")
     covs = _names(cov.get("covariates"))
     pfeat = _names(cov.get("pair_features"))
     if not covs and not pfeat:

@@ -65,7 +65,7 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
         errs.append(f"audit.rule_set: unknown {rs!r}; known: {sorted(RULE_SETS)}")
     errs += validate_rules(audit.get("rules") or {})
     emb = (audit.get("model") or {}).get("embedding", "")
-    if emb and emb not in models:
+    if emb and emb not in models and enabled(config, "audit"):
         errs.append(f"audit.model.embedding: {emb!r} is not an embed.models entry "
                     f"({sorted(models)})")
     if int((audit.get("model") or {}).get("folds", 3)) < 2:
