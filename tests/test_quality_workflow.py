@@ -50,10 +50,13 @@ def test_demographics_outputs(demo_run):
 
 
 def test_identification_outputs(demo_run):
-    work, _ = demo_run
+    from facecast.quality.config import identification_pool
+
+    work, cfg = demo_run
     out = work / "results/demo/identification/dlib"
     proto = pd.read_parquet(out / "protocol.parquet")
-    pool = pd.read_parquet(work / "results/demo/benchmarks/fair_pool/subset.parquet")
+    bench = identification_pool(cfg)
+    pool = pd.read_parquet(work / f"results/demo/benchmarks/{bench}/subset.parquet")
     assert set(proto["image_id"]) == set(pool["image_id"].astype(str))  # nothing lost
     cmc = pd.read_parquet(out / "cmc.parquet")
     allc = cmc[cmc["group"] == "all"].sort_values("rank")
