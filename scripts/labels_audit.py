@@ -1,6 +1,7 @@
 """Rule audit: the label audit of one dataset (facecast.labels.audit.run_audit)."""
 
 from facecast.labels.audit import run_audit
+from facecast.shard_index import shard_files
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
@@ -8,8 +9,9 @@ with script_context(snakemake) as ctx:
         snakemake.input.attributes,
         snakemake.params.out_dir,
         snakemake.params.cfg,
-        embeddings=list(snakemake.input.get("embeddings", [])),
-        faces=list(snakemake.input.get("faces", [])),
+        embeddings=(shard_files(snakemake.input.embeddings)
+                    if snakemake.input.get("embeddings") else []),
+        faces=shard_files(snakemake.input.faces),
         features=snakemake.input.get("features") or None,
         protected=snakemake.params.protected,
         seed=int(snakemake.params.seed),

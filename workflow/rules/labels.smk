@@ -9,7 +9,7 @@ import facecast.labels.config as labels_cfg
 
 rule audit:
     input:
-        unpack(lambda wc: labels_cfg.audit_inputs(config, wc.ds, per_shard)),
+        unpack(lambda wc: labels_cfg.audit_inputs(config, wc.ds)),
     output:
         [f"results/{{ds}}/audit/{f}" for f in labels_cfg.AUDIT_FILES],
         html=report(

@@ -9,17 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from facecast.config_util import name_list
 from facecast.covariates.pairs import PAIR_FEATURES
 
 OUT_DIR = "results/{ds}/covariates/{model}/{protocol}"
 
 
-def _names(value: Any) -> list[str]:
-    if isinstance(value, Mapping):
-        return [str(k) for k in value]
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    return []
+_names = name_list  # one definition: facecast.config_util.name_list
 
 
 def section(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -11,15 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from facecast.config_util import name_list
 from facecast.shard_index import FACES_INDEX
 
-
-def _names(value: Any) -> list[str]:
-    if isinstance(value, Mapping):
-        return [str(k) for k in value]
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    return []
+_names = name_list  # one definition: facecast.config_util.name_list
 
 
 def imports(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

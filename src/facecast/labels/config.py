@@ -10,6 +10,7 @@ from typing import Any
 
 from facecast.labels.noise import validate_noise_spec
 from facecast.labels.rules import RULE_SETS, validate_rules
+from facecast.shard_index import EMBED_INDEX, FACES_INDEX
 
 __all__ = ["AUDIT_FILES", "DESCRIBE_FILES", "FEATURES_FILES", "audit_inputs", "config_errors",
            "default_targets", "describe_inputs", "enabled", "report_kw"]
@@ -101,14 +102,16 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
     return errs
 
 
-def audit_inputs(config: Mapping[str, Any], ds: str, per_shard) -> dict[str, Any]:
-    """Inputs of rule audit: the attribute table, embedding and faces shards, features."""
+def audit_inputs(config: Mapping[str, Any], ds: str, per_shard=None) -> dict[str, Any]:
+    """Inputs of rule audit: the attribute table, the faces and embedding shard indexes
+    (``per_shard`` is unused), features."""
     audit = config.get("audit") or {}
+    # the shard indexes stand for every faces / embedding shard (a small DAG at 42M images)
     out: dict[str, Any] = {"attributes": f"results/{ds}/attributes.parquet",
-                           "faces": per_shard("results/{ds}/faces/{shard}.parquet", ds)}
+                           "faces": FACES_INDEX.format(ds=ds)}
     emb = (audit.get("model") or {}).get("embedding", "")
     if emb:
-        out["embeddings"] = per_shard(f"results/{{ds}}/embed/{emb}/{{shard}}.parquet", ds)
+        out["embeddings"] = EMBED_INDEX.format(ds=ds, model=emb)
     if enabled(config, "features"):
         out["features"] = f"results/{ds}/features/images.parquet"
     second = audit.get("second_source", "")

@@ -12,6 +12,7 @@ import fnmatch
 from collections.abc import Mapping
 from typing import Any
 
+from facecast.config_util import name_list
 from facecast.quality.columns import DIRECTIONS, NATIVE_DIRECTIONS
 from facecast.quality.edc import PAIR_QUALITY
 
@@ -25,12 +26,7 @@ def enabled(config: Mapping[str, Any], name: str) -> bool:
     return bool(_section(config, name).get("enabled", True))
 
 
-def _names(value: Any) -> list[str]:
-    if isinstance(value, Mapping):
-        return [str(k) for k in value]
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    return []
+_names = name_list  # one definition: facecast.config_util.name_list
 
 
 def _embed_models(config: Mapping[str, Any]) -> list[str]:
