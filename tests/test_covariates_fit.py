@@ -139,7 +139,9 @@ def test_demo_surface_recovers_blur_effect(demo_run):
     work, cfg = demo_run
     cov = cfg["covariates"]
     assert cov["enabled"] and "label_blur" in cov["covariates"]
-    out = work / "results" / "demo" / "covariates" / cov["models"][0] / cov["protocols"][0]
+    from facecast.covariates.targets import models, protocols
+
+    out = work / "results" / "demo" / "covariates" / models(cfg)[0] / protocols(cfg)[0]
     fit = json.loads((out / "fit.json").read_text())
     assert fit["class_pairs"]["match"] >= 50
     surf = read_parquet(out / "surface.parquet")

@@ -228,10 +228,13 @@ def test_config_errors_name_the_key():
            "describe": {"enabled": True, "source": "audit", "drop_rate": 1.5},
            "datasets": {"demo": {"synthetic": {"label_noise": {"flip_rate": {"x": 0.9}}}}}}
     errs = "\n".join(config_errors(cfg))
-    for key in ("audit.rule_set", "audit.rules.r.kind", "audit.model.embedding",
+    for key in ("audit.rule_set", "audit.rules.r.kind",
                 "features.low/high", "describe.source", "describe.drop_rate",
                 "datasets.demo.synthetic.label_noise.flip_rate.x"):
         assert key in errs, key
+    assert "audit.model.embedding" not in errs  # the audit is off: its model is not used
+    cfg["audit"]["enabled"] = True
+    assert "audit.model.embedding: 'arc'" in "\n".join(config_errors(cfg))
     import yaml
     from conftest import REPO
     with open(REPO / "config.yaml") as fh:
