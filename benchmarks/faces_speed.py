@@ -87,17 +87,21 @@ def aligned_input_speed(n: int) -> None:
                        [(i + 1, pack(float(i % 100), jpegs[i % 64])) for i in range(n)])
         build_manifest({"kind": "recordio", "rec": str(tmp / "t.rec"), "shard_size": n},
                        tmp, tmp / "rec.parquet")
-        runs = [("files", 1, 1), ("files", 2, 1), ("recordio", 1, 1), ("recordio", 2, 1),
-                ("recordio", 2, 0)]
-        for source, workers, level in runs:
+        both, arc = ("arcface", "facenet"), ("arcface",)
+        runs = [("files", 1, 1, both), ("files", 2, 1, both), ("recordio", 1, 1, both),
+                ("recordio", 2, 1, both), ("recordio", 2, 0, both), ("files", 2, 1, arc),
+                ("recordio", 2, 1, arc)]
+        for source, workers, level, crops in runs:
             mpath = tmp / ("files.parquet" if source == "files" else "rec.parquet")
             w, c = time.perf_counter(), time.process_time()
             counts = run_faces_shard(mpath, "00000", root if source == "files" else tmp,
                                      tmp / "out.parquet",
-                                     {"detector": "none", "png_compress_level": level},
+                                     {"detector": "none", "png_compress_level": level,
+                                      "crops": list(crops)},
                                      threads=workers)
             wall, cpu = time.perf_counter() - w, time.process_time() - c
-            print(f"{source:8s} workers {workers} png level {level}: {n / wall:6.0f} img/s "
+            print(f"{source:8s} crops {'+'.join(crops):15s} workers {workers} png level "
+                  f"{level}: {n / wall:6.0f} img/s "
                   f"wall ({1000 * wall / n:.3f} ms/img, {1000 * cpu / n:.3f} ms/img cpu)  "
                   f"{counts}")
 

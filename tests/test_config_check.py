@@ -384,6 +384,31 @@ def test_backend_options_belong_to_their_backend():
     assert len(errs) == 2
 
 
+def test_crops_a_stage_reads_must_be_stored():
+    """faces.crops: [arcface] (the fast choice for pre-aligned input) is refused at parse
+    time when a configured stage reads the facenet crop, naming that key."""
+    from facecast.embed.registry import BACKENDS
+    from facecast.faces.checks import BACKEND_CROPS
+
+    assert set(BACKEND_CROPS) | {"onnx"} == set(BACKENDS)  # every backend says its crop
+    faces = {"detector": "none", "crops": ["arcface"]}
+    ok = demo(faces=faces, embed={"models": {"dlib": {"backend": "dlib_resnet"}}},
+              features={"enabled": False})
+    assert not [e for e in errors_of(ok) if e.startswith("faces.crops")]
+    bad = demo(faces=faces, embed={"models": {"fn": {"backend": "facenet"},
+                                              "dlib": {"backend": "dlib_resnet"}}},
+               attributes={"crop": "facenet"}, features={"enabled": True})
+    errs = [e for e in errors_of(bad) if e.startswith("faces.crops")]
+    assert len(errs) == 3, errs
+    assert "embed.models.fn (backend facenet) reads" in errs[0]
+    assert "attributes.crop reads" in errs[1]
+    assert "features.enabled" in errs[2]
+    no_arc = demo(faces={"crops": ["facenet"]},
+                  embed={"models": {"o": {"backend": "onnx", "weights": "m.onnx",
+                                          "crop": "arcface"}}})
+    assert any("embed.models.o (backend onnx) reads" in e for e in errors_of(no_arc))
+
+
 def test_backend_option_sets_match_the_backend_classes():
     import inspect
 

@@ -65,6 +65,22 @@ def test_stream_writer_is_atomic(tmp_path: Path) -> None:
     assert not any((tmp_path / ".tmp").iterdir())
 
 
+def test_stream_writer_leaves_named_columns_uncompressed(tmp_path: Path) -> None:
+    """Already compressed bytes (PNG crops) skip zstd; every other leaf, lists included,
+    keeps it."""
+    schema = pa.schema([("blob", pa.binary()), ("box", pa.list_(pa.float32())),
+                        ("n", pa.int32())])
+    target = tmp_path / "u.parquet"
+    with ParquetStreamWriter(target, schema, uncompressed=["blob"]) as w:
+        w.write(pa.table({"blob": [b"x" * 100] * 50, "box": [[1.0, 2.0]] * 50,
+                          "n": list(range(50))}, schema=schema))
+    rg = pq.ParquetFile(target).metadata.row_group(0)
+    codecs = {rg.column(i).path_in_schema: rg.column(i).compression
+              for i in range(rg.num_columns)}
+    assert codecs == {"blob": "UNCOMPRESSED", "box.list.element": "ZSTD", "n": "ZSTD"}
+    assert pd.read_parquet(target)["blob"].tolist() == [b"x" * 100] * 50
+
+
 def test_inspect_directory_of_shards(tmp_path: Path) -> None:
     for i in range(3):
         write_parquet(pd.DataFrame({"image_id": [f"{i}a", f"{i}b"], "crop": [b"x" * 10, None],

@@ -408,11 +408,11 @@ def _stage_checker(module: str) -> Checker:
     return run
 
 
-#: the stage packages' own checks (datasets, quality/demographics/identification,
-#: covariates, label audit/features/describe)
+#: the stage packages' own checks (datasets, stored crops, quality/demographics/
+#: identification, covariates, label audit/features/describe)
 STAGE_CHECKERS = [_stage_checker(m) for m in (
-    "facecast.datasets.checks", "facecast.quality.config", "facecast.covariates.targets",
-    "facecast.labels.config")]
+    "facecast.datasets.checks", "facecast.faces.checks", "facecast.quality.config",
+    "facecast.covariates.targets", "facecast.labels.config")]
 
 #: the checks :func:`check_config` runs, in order; stages append theirs (see module doc)
 CHECKERS: list[Checker] = [check_paths, check_weights, check_names, check_columns,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,15 @@ def write_parquet(
     return path
 
 
+def _leaf_paths(schema: pa.Schema) -> list[str]:
+    """Parquet leaf column paths of ``schema`` (``bbox.list.element`` for a list column):
+    the keys pyarrow's per-column settings are matched against."""
+    buf = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), buf)
+    pf = pq.ParquetFile(pa.BufferReader(buf.getvalue()))
+    return [pf.schema.column(i).path for i in range(len(pf.schema))]
+
+
 class ParquetStreamWriter:
     """Write a Parquet file batch by batch, atomically (renamed into place on close).
 
@@ -95,11 +104,19 @@ class ParquetStreamWriter:
 
     def __init__(self, path: str | os.PathLike, schema: pa.Schema, *,
                  provenance: Mapping[str, Any] | None = None,
-                 metadata: Mapping[str, str] | None = None) -> None:
+                 metadata: Mapping[str, str] | None = None,
+                 uncompressed: Sequence[str] = ()) -> None:
+        """``uncompressed`` names columns stored without Parquet compression (already
+        compressed bytes such as PNG, where zstd costs time and saves nothing); the rest
+        are zstd."""
         self.path = Path(path)
         self.schema = _with_metadata(schema.empty_table(), provenance, metadata).schema
         self._tmp = prepare_temp(self.path)
-        self._writer = pq.ParquetWriter(self._tmp, self.schema, compression="zstd")
+        compression: str | dict[str, str] = "zstd"
+        if uncompressed:
+            compression = {leaf: ("none" if leaf.split(".")[0] in set(uncompressed) else "zstd")
+                           for leaf in _leaf_paths(self.schema)}
+        self._writer = pq.ParquetWriter(self._tmp, self.schema, compression=compression)
 
     def write(self, data: pd.DataFrame | pa.Table | pa.RecordBatch) -> None:
         if isinstance(data, pa.RecordBatch):

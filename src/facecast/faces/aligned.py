@@ -22,6 +22,7 @@ whole story: no pixel of the input is looked at to place the face.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -101,6 +102,18 @@ def frame_for(aligned_as: str, width: int, height: int, cfg: FacesConfig) -> Fra
                      f"got {aligned_as!r}")
 
 
+@functools.lru_cache(maxsize=64)
+def _geometry(aligned_as: str, width: int, height: int, cfg: FacesConfig
+              ) -> tuple[Frame, list[float], list[float], np.ndarray]:
+    """(frame, landmarks as a float32 list, box as a float32 list, box) of one image size:
+    the same for every image of that size, so computed once."""
+    frame = frame_for(aligned_as, width, height, cfg)
+    landmarks = frame.to_image_index(ARCFACE_TEMPLATE_112)
+    box = frame.box_in_image(ARCFACE112_FACE_BOX)
+    return (frame, landmarks.astype(np.float32).reshape(-1).tolist(),
+            box.astype(np.float32).tolist(), box)
+
+
 def _join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
@@ -111,9 +124,7 @@ def aligned_row(image_id: str, dec: DecodedImage, cfg: FacesConfig,
     image = dec.array
     assert image is not None
     h, w = image.shape[:2]
-    frame = frame_for(cfg.aligned_as, w, h, cfg)
-    landmarks = frame.to_image_index(ARCFACE_TEMPLATE_112)
-    box = frame.box_in_image(ARCFACE112_FACE_BOX)
+    frame, landmarks, bbox, box = _geometry(cfg.aligned_as, w, h, cfg)
     expected = {"arcface112": (ARCFACE_SIZE, ARCFACE_SIZE),
                 "facenet160": (FACENET_SIZE, FACENET_SIZE)}.get(cfg.aligned_as)
     message = dec.message
@@ -129,8 +140,7 @@ def aligned_row(image_id: str, dec: DecodedImage, cfg: FacesConfig,
         "image_id": image_id, "status": ALIGNED_STATUS, "message": message,
         "image_width": dec.width or w, "image_height": dec.height or h,
         "n_faces": None, "det_score": None,
-        "bbox": box.astype(np.float32).tolist(),
-        "landmarks": landmarks.astype(np.float32).reshape(-1).tolist(),
+        "bbox": list(bbox), "landmarks": list(landmarks),
         "crop_arcface": None, "crop_facenet": None,
     }
     if "arcface" in cfg.crops:

@@ -7,6 +7,7 @@ import struct
 import zlib
 
 import numpy as np
+from isal import isal_zlib
 from PIL import Image
 
 #: zlib level used for crops: 1 is ~3x faster than PIL's default 6 and only a few % larger.
@@ -38,21 +39,25 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
 
 
 def _deflate(data: bytes, level: int) -> bytes:
+    """A zlib stream of ``data``: level 0 stored (zlib), 1-9 deflate by ISA-L.
+
+    ISA-L (``isal``) deflates 3-5x faster than zlib on filtered image rows at about the
+    same size; its levels run 0-3, so zlib levels 1-9 map to ISA-L 1-3 (``min(level, 3)``).
+    The stream is standard zlib: any PNG decoder reads it.
+    """
     if level == 0:
         return zlib.compress(data, 0)
-    # Z_RLE: run-length matches only; on "up"-filtered rows as small as full deflate at
-    # level 1 and ~1.5x faster (libpng recommends it for filtered image data)
-    comp = zlib.compressobj(level, zlib.DEFLATED, 15, 9, zlib.Z_RLE)
-    return comp.compress(data) + comp.flush()
+    return isal_zlib.compress(data, min(int(level), 3))
 
 
 def encode_png_fast(arr: np.ndarray, compress_level: int = PNG_COMPRESS_LEVEL) -> bytes:
     """Lossless PNG of an HxWx3 uint8 array, ~2x faster than Pillow's encoder.
 
     Every row uses PNG filter 2 ("up", computed with one numpy subtraction) and one zlib
-    stream with the Z_RLE strategy at ``compress_level`` (0 = stored, fastest, ~1.7x
-    larger); Pillow's adaptive per-row filter choice costs more than the compression. Deterministic (no timestamps); :func:`decode_png`
-    gives the array back exactly. Used for pre-aligned input, where encoding dominates.
+    stream deflated by ISA-L at ``compress_level`` (0 = stored, fastest, ~1.5x larger;
+    see :func:`_deflate`); Pillow's adaptive per-row filter choice and zlib's deflate cost
+    more than everything else on the pre-aligned path, where encoding dominates.
+    Deterministic (no timestamps); :func:`decode_png` gives the array back exactly.
     """
     arr = np.ascontiguousarray(arr)
     if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != 3:

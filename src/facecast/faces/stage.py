@@ -278,7 +278,9 @@ def iter_face_rows(rows: Sequence[Mapping[str, Any]], root: str | os.PathLike,
 
 def rows_to_table(rows: list[dict[str, Any]]) -> pa.Table:
     """Rows (dicts with the faces columns) as an Arrow table with :data:`FACES_SCHEMA`."""
-    return pa.Table.from_pylist(rows, schema=FACES_SCHEMA)
+    # column by column: about twice as fast as Table.from_pylist on the main thread
+    return pa.Table.from_arrays([pa.array([r[f.name] for r in rows], type=f.type)
+                                 for f in FACES_SCHEMA], schema=FACES_SCHEMA)
 
 
 def run_faces_shard(manifest_path: str | os.PathLike, shard: str, root: str | os.PathLike,
@@ -320,8 +322,11 @@ def run_faces_shard(manifest_path: str | os.PathLike, shard: str, root: str | os
         log.info("faces shard %s: %d images, detector %s on %s, %d worker threads", shard,
                  len(records), detector.name, detector.device, threads)
     intra = 1 if aligned or detector.device.type == "cpu" else torch.get_num_threads()
-    with torch_threads(intra), ParquetStreamWriter(out_path, FACES_SCHEMA,
-                                                   provenance=prov) as writer:
+    with torch_threads(intra), ParquetStreamWriter(
+            out_path, FACES_SCHEMA, provenance=prov,
+            # PNG bytes do not shrink under zstd; stored PNGs (level 0) do
+            uncompressed=(("crop_arcface", "crop_facenet") if cfg.png_compress_level > 0
+                          else ())) as writer:
         for chunk_rows in iter_face_rows(records, root, cfg, detector, workers=threads,
                                          desc=f"faces {shard}", containers=containers):
             counts.update(r["status"] for r in chunk_rows)
