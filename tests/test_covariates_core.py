@@ -55,6 +55,21 @@ def test_one_component_roc_is_binormal():
     assert np.max(np.abs(tar - closed[:, None, None])) < 1e-6
 
 
+def test_convergence_checks_tell_drift_from_minibatch_noise():
+    from facecast.covariates.infer import converged, drift_within_noise
+
+    rng = np.random.default_rng(0)
+    flat = 1.0 + rng.normal(0, 0.03, 2000)            # settled, noisy minibatch ELBOs
+    ok, rel = converged(flat)
+    assert drift_within_noise(flat)[0]
+    trending = 1.0 + np.linspace(0.5, 0.0, 2000) + rng.normal(0, 0.03, 2000)
+    assert not drift_within_noise(trending)[0]
+    assert not converged(trending)[0]
+    smooth = 1.0 + np.exp(-np.arange(2000) / 100)     # noiseless and settled
+    assert converged(smooth)[0]                        # (no noise: the strict check decides)
+    assert rel >= 0
+
+
 def test_destandardisation_exact():
     center, scale = 0.37, 0.081
     fit = _constant_fit(0.5, 0.6, center, scale)

@@ -1,7 +1,7 @@
 # Embed: one job per faces shard per model -> results/{ds}/embed/{model}/{shard}.parquet.
 # Fitted backends (lbp) first fit a per-dataset whitening on the train split (embed_fit).
 # Logic: facecast.embed.stage (embed_shard, fit_model). Output columns: docs/CONTRACTS.md.
-from facecast.embed.registry import embed_shard_inputs, uses_cuda
+from facecast.embed.registry import embed_shard_inputs, job_threads, uses_cuda
 
 EMBED = config["embed"]
 EMBED_MODELS = dict(EMBED["models"])
@@ -39,7 +39,7 @@ rule embed:
     params:
         model=lambda wc: EMBED_MODELS[wc.model],
         embed=EMBED,
-    threads: EMBED["threads"]
+    threads: lambda wc: job_threads(EMBED_MODELS[wc.model], EMBED)
     resources:
         gpu=lambda wc: int(uses_cuda(EMBED_MODELS[wc.model], EMBED["device"])),
     log:

@@ -4,10 +4,10 @@ Covariates are z-scored with the data's mean and SD. Centres form a regular grid
 ``grid`` points per dimension spanning the data's range; a centre farther than one SD
 (distance 1 in z units) from every data point is pruned, so no basis function lives where
 there are no data. phi_k(x) = exp(-|z - c_k|^2 / (2 h^2)), with the width h = ``width`` x
-the grid spacing. With ``linear`` (the default) the design also holds the z-scores
-themselves, ahead of the RBF columns: local bumps alone shrink back to the intercept where
-data thin out, so a global trend is carried by the linear part (a deviation from the paper,
-which uses the local basis only; ``covariates.linear: false`` restores it).
+the grid spacing: the paper's local basis, the default. ``linear`` (``covariates.linear:
+true``, an option, not the paper) also puts the z-scores themselves in the design, ahead of
+the RBF columns: local bumps alone shrink back to the intercept where data thin out, so a
+global trend can be carried by the linear part instead.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class RBFBasis:
     sd: np.ndarray
     centres: np.ndarray   # (K, d)
     width: float          # h in z units
-    linear: bool = True   # prepend the z-scores (a global linear term) to the RBF columns
+    linear: bool = False  # prepend the z-scores (a global linear term) to the RBF columns
 
     @property
     def n_linear(self) -> int:
@@ -65,11 +65,11 @@ class RBFBasis:
     def from_dict(cls, d: dict) -> RBFBasis:
         return cls(np.asarray(d["mean"], float), np.asarray(d["sd"], float),
                    np.asarray(d["centres"], float).reshape(-1, len(d["mean"])),
-                   float(d["width"]), bool(d.get("linear", True)))
+                   float(d["width"]), bool(d.get("linear", False)))
 
 
 def build_basis(x: np.ndarray, grid: int, width: float, seed: int = 0,
-                linear: bool = True) -> RBFBasis:
+                linear: bool = False) -> RBFBasis:
     """Grid of ``grid``^d centres over z-scored ``x`` (n, d), pruned to within 1 SD of data."""
     x = np.asarray(x, float)
     if x.ndim != 2 or x.shape[1] == 0:

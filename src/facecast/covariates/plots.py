@@ -133,7 +133,10 @@ def plot_checks(out: Path, pits: Mapping[str, np.ndarray], infos: Mapping[str, d
             ax.plot(np.linspace(0, info["steps"], len(tr)), tr)
             ax.set_xlabel("SVI step")
             ax.set_ylabel("-ELBO per pair")
-            ax.set_title(f"{cls}: converged={info['elbo_converged']}", fontsize=9)
+            state = ("converged" if info["elbo_converged"] else
+                     "settled within minibatch noise" if info.get("elbo_drift_within_noise")
+                     else "NOT converged")
+            ax.set_title(f"{cls}: {state}", fontsize=9)
         else:
             ax.text(0.5, 0.5, f"NUTS: max R-hat {info.get('r_hat_max', np.nan):.3f}\n"
                     f"min ESS {info.get('ess_min', np.nan):.0f}", ha="center", va="center")

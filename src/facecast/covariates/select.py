@@ -48,7 +48,7 @@ def select_and_fit(x: np.ndarray, y: np.ndarray, cfg: Mapping[str, Any], seed: i
     table, best, best_ll, best_pit = [], None, -np.inf, None
     for i, (h, g, wd) in enumerate(candidates):
         basis = build_basis(x[train], int(g), float(wd), seed=seed,
-                            linear=bool(cfg.get("linear", True)))
+                            linear=bool(cfg.get("linear", False)))
         fit, info = fit_class(x[train], y[train], n_components=int(h), basis=basis, cfg=cfg,
                               seed=seed + 1000 * (i + 1), label=f"{label} H={h} grid={g} "
                               f"width={wd}")
@@ -65,7 +65,7 @@ def select_and_fit(x: np.ndarray, y: np.ndarray, cfg: Mapping[str, Any], seed: i
             best_fit, best_info = fit, info
     h, g, wd = best
     if cfg.get("refit", True):
-        basis = build_basis(x, g, wd, seed=seed, linear=bool(cfg.get("linear", True)))
+        basis = build_basis(x, g, wd, seed=seed, linear=bool(cfg.get("linear", False)))
         final, info = fit_class(x, y, n_components=h, basis=basis, cfg=cfg, seed=seed,
                                 label=f"{label} final")
     else:

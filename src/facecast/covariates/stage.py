@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 COVARIATES_DEFAULTS: dict[str, Any] = {
     "covariates": [], "pair_features": [], "per_image": True, "components": [2],
     "grid": [4], "width": [1.0], "smoothness": {"weight": 1.0, "location": 0.5},
-    "linear": True, "inference": "svi", "elbo": "meanfield", "guide": "normal", "steps": 2000, "batch_size": 1024, "lr": 0.02,
+    "linear": False, "inference": "svi", "elbo": "meanfield", "guide": "normal", "steps": 2000, "batch_size": 1024, "lr": 0.02,
     "lr_final": 0.002, "draws": 200, "warmup": 200, "holdout": 0.2, "refit": True,
     "max_pairs": 0, "min_pairs": 50, "fmr_targets": [1e-2, 1e-3], "surface_points": 25,
     "heatmap_points": 15, "lookup_points": 5, "conservative_level": 0.95, "bins": 5,

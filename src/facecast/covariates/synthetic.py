@@ -70,14 +70,61 @@ def recovery_trial(seed: int, n_per_class: int = 5000, fmr: float = 1e-2,
     cfg = {"steps": 1500, "batch_size": 1024, "draws": 200, **(cfg or {})}
     grid, width, h = int(cfg.pop("grid", 5)), float(cfg.pop("width", 1.0)), \
         int(cfg.pop("components", 2))
+    linear = bool(cfg.pop("linear", False))
     rng = np.random.default_rng(seed)
     fits, infos = {}, {}
     for k, cls in enumerate(("match", "nonmatch")):
         x, y = sample_class(n_per_class, cls, rng)
-        basis = build_basis(x, grid, width, seed=seed)
+        basis = build_basis(x, grid, width, seed=seed, linear=linear)
         fits[cls], infos[cls] = fit_class(x, y, n_components=h, basis=basis, cfg=cfg,
                                           seed=seed * 10 + k, label=cls)
     m = conditional_metrics(fits["match"], fits["nonmatch"], points, fmr)
     s = summarise(m["fnmr"])
     return {"truth": true_fnmr_at_fmr(points, fmr), "mean": s["mean"], "q50": s["q50"], "q05": s["q05"],
+            "q95": s["q95"], "infos": infos}
+
+
+def small_case_mixture(x: np.ndarray, cls: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The small reference case (one covariate, one component per class; NUTS checks).
+
+    match: N(0.55 + 0.15 sin 3x - 0.10 x, 0.10); non-match: N(0.20 + 0.10 x, 0.08), x in
+    [0, 1] (true FNMR at FMR 1e-2 runs from about 0.02 at x = 0.5 to 0.56 at x = 1).
+    """
+    xv = np.asarray(x, float)[:, 0]
+    if cls == "match":
+        mu, sd = 0.55 + 0.15 * np.sin(3 * xv) - 0.10 * xv, 0.10
+    else:
+        mu, sd = 0.20 + 0.10 * xv, 0.08
+    return np.ones((len(xv), 1)), mu[:, None], np.full((len(xv), 1), sd)
+
+
+#: the covariate points of the small-case check
+SMALL_CASE_POINTS = np.array([[0.1], [0.5], [0.9]])
+
+
+def small_case_trial(seed: int, n_per_class: int = 300, fmr: float = 1e-2,
+                     cfg: dict | None = None, points: np.ndarray = SMALL_CASE_POINTS) -> dict:
+    """Fit the small case (default NUTS, H = 1, grid 4) on one data set; FNMR at ``fmr``
+    at ``points`` vs truth, as :func:`recovery_trial` returns it."""
+    from facecast.covariates.basis import build_basis
+    from facecast.covariates.derive import conditional_metrics, summarise
+    from facecast.covariates.infer import fit_class
+
+    cfg = {"inference": "nuts", "draws": 200, "warmup": 200, **(cfg or {})}
+    grid, width = int(cfg.pop("grid", 4)), float(cfg.pop("width", 1.0))
+    linear = bool(cfg.pop("linear", False))
+    rng = np.random.default_rng(seed)
+    fits, infos = {}, {}
+    for k, cls in enumerate(("match", "nonmatch")):
+        x = rng.uniform(0, 1, (n_per_class, 1))
+        w, mu, sd = small_case_mixture(x, cls)
+        y = rng.normal(mu[:, 0], sd[:, 0])
+        basis = build_basis(x, grid, width, seed=seed, linear=linear)
+        fits[cls], infos[cls] = fit_class(x, y, n_components=1, basis=basis, cfg=cfg,
+                                          seed=seed * 10 + k, label=cls)
+    m = conditional_metrics(fits["match"], fits["nonmatch"], points, fmr)
+    s = summarise(m["fnmr"])
+    t = mixture_quantile(fmr, *small_case_mixture(points, "nonmatch"), upper=True)
+    truth = mixture_cdf(t, *small_case_mixture(points, "match"))
+    return {"truth": truth, "mean": s["mean"], "q50": s["q50"], "q05": s["q05"],
             "q95": s["q95"], "infos": infos}

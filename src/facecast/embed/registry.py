@@ -33,6 +33,19 @@ def backend_class(backend: str) -> type[Embedder]:
     return getattr(importlib.import_module(module), cls)
 
 
+#: backends whose CPU build computes on one core and holds the GIL (dlib-bin): a job asks
+#: the scheduler for one thread, so two shards run side by side on two cores
+SINGLE_CORE_BACKENDS = {"dlib_resnet"}
+
+
+def job_threads(model_cfg: dict[str, Any], embed_cfg: dict[str, Any]) -> int:
+    """Threads an embed job of this model asks Snakemake for: ``embed.threads``, or 1 for a
+    backend in :data:`SINGLE_CORE_BACKENDS` (more would leave cores idle)."""
+    if model_cfg.get("backend") in SINGLE_CORE_BACKENDS:
+        return 1
+    return int(embed_cfg.get("threads", 1))
+
+
 def needs_fit(model_cfg: dict[str, Any]) -> bool:
     """True when the model needs a per-dataset fit (``results/{ds}/embed/{model}/fit.npz``)."""
     return model_cfg.get("backend") in FITTED_BACKENDS
