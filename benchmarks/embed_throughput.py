@@ -9,6 +9,11 @@ Prints a table of images per second:
 iresnet/facenet use randomly initialised weights in the real formats unless
 ``--iresnet-weights`` / ``--facenet-weights`` is given (speed does not depend on the values).
 
+With ``dlib`` among the backends it also prints dlib's images/s from one Python thread and
+from two (and CPU seconds per wall second): dlib-bin computes on one core holding the GIL,
+which is why ``facecast.embed.registry.job_threads`` asks Snakemake for one thread per dlib
+job.
+
 The default (no arguments) is a quick CPU smoke figure: 64 images, batch 32, iResNet-18;
 it finishes in well under 2 minutes on 2 cores. Bigger runs go behind flags:
 
@@ -105,6 +110,25 @@ def _decode(pngs: list[bytes]) -> list[np.ndarray]:
     return [decode_png(p) for p in pngs]
 
 
+def dlib_threads_figure(emb, decoded: torch.Tensor) -> str:
+    """dlib on ``decoded`` crops from one Python thread and split over two: img/s and CPU
+    seconds per wall second (about 1.0 for both when dlib holds the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    n = len(decoded)
+    out = []
+    for workers in (1, 2):
+        parts = np.array_split(np.arange(n), workers)
+        emb.embed(decoded[:1])
+        w0, c0 = time.perf_counter(), time.process_time()
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda idx: emb.embed(decoded[idx]), parts))
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        out.append(f"{workers} thread(s): {n / wall:.1f} img/s, {cpu / wall:.2f} CPU s per "
+                   "wall s")
+    return "dlib from Python threads: " + "; ".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=64, help="images per measurement")
@@ -130,6 +154,7 @@ def main() -> None:
     rows = [("decode PNG 112", "-", bs, timed(lambda bs=bs: [b for b in crop_loader(
         pngs[112], np.arange(args.n), batch_size=bs, size=112, device=device,
         num_workers=args.workers)], args.n), "-") for bs in batch_sizes]
+    notes = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, cfg in model_cfgs(args, Path(tmp), n_fit=min(200, 2 * args.n)).items():
             fit = cfg.pop("_fit", None)
@@ -139,6 +164,8 @@ def main() -> None:
             decoded = torch.from_numpy(np.stack(_decode(pngs[size])))
             if device.type == "cuda" and emb.device.type == "cuda":
                 decoded = decoded.pin_memory()
+            if cfg.get("backend") == "dlib_resnet":
+                notes.append(dlib_threads_figure(emb, decoded))
             for bs in batch_sizes:
                 def model_only(bs=bs, emb=emb, decoded=decoded):
                     for i in range(0, args.n, bs):
@@ -154,6 +181,8 @@ def main() -> None:
     for what, dev, bs, a, b in rows:
         b_txt = f"{b:>18.1f}" if isinstance(b, float) else f"{b:>18}"
         print(f"{what:<18}{dev:<8}{bs:>6}{a:>14.1f}{b_txt}")
+    for note in notes:
+        print(note)
 
 
 if __name__ == "__main__":

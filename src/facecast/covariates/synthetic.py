@@ -12,9 +12,14 @@ Extra covariates (``n_covariates`` > 2) are uniform noise with no effect.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from facecast.covariates.mixture import mixture_cdf, mixture_quantile
+
+#: a known score model: (covariate rows, "match" | "nonmatch") -> (w, mu, sd), each (n, H)
+Mixture = Callable[[np.ndarray, str], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
 def _sigmoid(v: np.ndarray) -> np.ndarray:
@@ -35,10 +40,32 @@ def true_mixture(x: np.ndarray, cls: str) -> tuple[np.ndarray, np.ndarray, np.nd
     return w, mu, np.full_like(mu, sd)
 
 
+def mixture_fnmr_at_fmr(mixture: Mixture, x: np.ndarray, fmr: float) -> np.ndarray:
+    """The FNMR at target ``fmr`` at each covariate row of a known ``mixture``."""
+    t = mixture_quantile(fmr, *mixture(x, "nonmatch"), upper=True)
+    return mixture_cdf(t, *mixture(x, "match"))
+
+
 def true_fnmr_at_fmr(x: np.ndarray, fmr: float) -> np.ndarray:
-    """The true FNMR at target FMR at each covariate row."""
-    t = mixture_quantile(fmr, *true_mixture(x, "nonmatch"), upper=True)
-    return mixture_cdf(t, *true_mixture(x, "match"))
+    """The true FNMR at target FMR at each covariate row (:func:`true_mixture`)."""
+    return mixture_fnmr_at_fmr(true_mixture, x, fmr)
+
+
+def draw_scores(mixture: Mixture, x: np.ndarray, cls: str,
+                rng: np.random.Generator) -> np.ndarray:
+    """One score per covariate row of ``x``, drawn from class ``cls`` of ``mixture``.
+
+    The component is the number of k >= 1 with u < w_k + ... + w_H (one uniform u per row,
+    none with a single component), then a normal draw from it.
+    """
+    w, mu, sd = mixture(x, cls)
+    rows = np.arange(len(x))
+    comp = np.zeros(len(x), int)
+    if w.shape[1] > 1:
+        u = rng.uniform(size=len(x))
+        tails = np.cumsum(w[:, ::-1], axis=1)[:, ::-1][:, 1:]   # sum_{j >= k} w_j, k >= 1
+        comp = (u[:, None] < tails).sum(axis=1)
+    return rng.normal(mu[rows, comp], sd[rows, comp])
 
 
 def sample_class(n: int, cls: str, rng: np.random.Generator, n_covariates: int = 2,
@@ -46,42 +73,49 @@ def sample_class(n: int, cls: str, rng: np.random.Generator, n_covariates: int =
     """``n`` (x, y) draws of class ``cls``; x uniform on [0, 1]^d unless given."""
     if x is None:
         x = rng.uniform(0, 1, (n, n_covariates))
-    w, mu, sd = true_mixture(x, cls)
-    comp = (rng.uniform(size=len(x)) < w[:, 1]).astype(int)
-    rows = np.arange(len(x))
-    y = rng.normal(mu[rows, comp], sd[rows, comp])
-    return x, y
+    return x, draw_scores(true_mixture, x, cls, rng)
 
 
 #: the five fixed covariate points (x_q, x_g) of the recovery check
 RECOVERY_POINTS = np.array([[0.1, 0.1], [0.2, 0.8], [0.5, 0.5], [0.8, 0.3], [0.9, 0.9]])
 
 
-def recovery_trial(seed: int, n_per_class: int = 5000, fmr: float = 1e-2,
-                   cfg: dict | None = None, points: np.ndarray = RECOVERY_POINTS) -> dict:
-    """Fit both classes on one synthetic data set; FNMR at ``fmr`` at ``points`` vs truth.
+def fit_trial(mixture: Mixture, n_covariates: int, seed: int, n_per_class: int, fmr: float,
+              points: np.ndarray, cfg: dict, *, grid: int, components: int) -> dict:
+    """Draw ``n_per_class`` pairs per class of ``mixture`` (x uniform on [0, 1]^d), fit
+    each class (``cfg``: fit settings plus ``grid``, ``width``, ``components``, ``linear``
+    overrides) and compare FNMR at ``fmr`` at ``points`` with the truth.
 
-    Returns truth, posterior mean, 90 % interval (q05, q95) per point and the fit infos.
+    Returns truth, posterior mean and median, 90 % interval (q05, q95) per point and the
+    fit infos.
     """
     from facecast.covariates.basis import build_basis
     from facecast.covariates.derive import conditional_metrics, summarise
     from facecast.covariates.infer import fit_class
 
-    cfg = {"steps": 1500, "batch_size": 1024, "draws": 200, **(cfg or {})}
-    grid, width, h = int(cfg.pop("grid", 5)), float(cfg.pop("width", 1.0)), \
-        int(cfg.pop("components", 2))
-    linear = bool(cfg.pop("linear", False))
+    cfg = dict(cfg)
+    grid, width = int(cfg.pop("grid", grid)), float(cfg.pop("width", 1.0))
+    h, linear = int(cfg.pop("components", components)), bool(cfg.pop("linear", False))
     rng = np.random.default_rng(seed)
     fits, infos = {}, {}
     for k, cls in enumerate(("match", "nonmatch")):
-        x, y = sample_class(n_per_class, cls, rng)
+        x = rng.uniform(0, 1, (n_per_class, n_covariates))
+        y = draw_scores(mixture, x, cls, rng)
         basis = build_basis(x, grid, width, seed=seed, linear=linear)
         fits[cls], infos[cls] = fit_class(x, y, n_components=h, basis=basis, cfg=cfg,
                                           seed=seed * 10 + k, label=cls)
-    m = conditional_metrics(fits["match"], fits["nonmatch"], points, fmr)
-    s = summarise(m["fnmr"])
-    return {"truth": true_fnmr_at_fmr(points, fmr), "mean": s["mean"], "q50": s["q50"], "q05": s["q05"],
-            "q95": s["q95"], "infos": infos}
+    s = summarise(conditional_metrics(fits["match"], fits["nonmatch"], points, fmr)["fnmr"])
+    return {"truth": mixture_fnmr_at_fmr(mixture, points, fmr), "mean": s["mean"],
+            "q50": s["q50"], "q05": s["q05"], "q95": s["q95"], "infos": infos}
+
+
+def recovery_trial(seed: int, n_per_class: int = 5000, fmr: float = 1e-2,
+                   cfg: dict | None = None, points: np.ndarray = RECOVERY_POINTS) -> dict:
+    """The issue's recovery check on one data set (:func:`true_mixture`, SVI, grid 5,
+    H = 2, 1500 steps unless ``cfg`` says otherwise); see :func:`fit_trial`."""
+    cfg = {"steps": 1500, "batch_size": 1024, "draws": 200, **(cfg or {})}
+    return fit_trial(true_mixture, 2, seed, n_per_class, fmr, points, cfg, grid=5,
+                     components=2)
 
 
 def small_case_mixture(x: np.ndarray, cls: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -104,27 +138,8 @@ SMALL_CASE_POINTS = np.array([[0.1], [0.5], [0.9]])
 
 def small_case_trial(seed: int, n_per_class: int = 300, fmr: float = 1e-2,
                      cfg: dict | None = None, points: np.ndarray = SMALL_CASE_POINTS) -> dict:
-    """Fit the small case (default NUTS, H = 1, grid 4) on one data set; FNMR at ``fmr``
-    at ``points`` vs truth, as :func:`recovery_trial` returns it."""
-    from facecast.covariates.basis import build_basis
-    from facecast.covariates.derive import conditional_metrics, summarise
-    from facecast.covariates.infer import fit_class
-
+    """The small reference case on one data set (:func:`small_case_mixture`, NUTS, H = 1,
+    grid 4, 200 warmup + 200 draws unless ``cfg`` says otherwise); see :func:`fit_trial`."""
     cfg = {"inference": "nuts", "draws": 200, "warmup": 200, **(cfg or {})}
-    grid, width = int(cfg.pop("grid", 4)), float(cfg.pop("width", 1.0))
-    linear = bool(cfg.pop("linear", False))
-    rng = np.random.default_rng(seed)
-    fits, infos = {}, {}
-    for k, cls in enumerate(("match", "nonmatch")):
-        x = rng.uniform(0, 1, (n_per_class, 1))
-        w, mu, sd = small_case_mixture(x, cls)
-        y = rng.normal(mu[:, 0], sd[:, 0])
-        basis = build_basis(x, grid, width, seed=seed, linear=linear)
-        fits[cls], infos[cls] = fit_class(x, y, n_components=1, basis=basis, cfg=cfg,
-                                          seed=seed * 10 + k, label=cls)
-    m = conditional_metrics(fits["match"], fits["nonmatch"], points, fmr)
-    s = summarise(m["fnmr"])
-    t = mixture_quantile(fmr, *small_case_mixture(points, "nonmatch"), upper=True)
-    truth = mixture_cdf(t, *small_case_mixture(points, "match"))
-    return {"truth": truth, "mean": s["mean"], "q50": s["q50"], "q05": s["q05"],
-            "q95": s["q95"], "infos": infos}
+    return fit_trial(small_case_mixture, 1, seed, n_per_class, fmr, points, cfg, grid=4,
+                     components=1)
