@@ -1,5 +1,8 @@
 # facecast: fine-grained, attribute-conditioned evaluation of face recognition.
-# Layout and artifact flow: see README.md. All logic lives in src/facecast; rules are thin.
+# Layout and artifact flow: see README.md and docs/. All logic lives in src/facecast;
+# rules are thin.
+
+import sys
 
 from snakemake.utils import min_version, validate
 
@@ -13,11 +16,21 @@ if not workflow.config_settings.configfiles:
     configfile: "config.yaml"
 
 
+# Config in three steps (facecast.config.prepare): whole-section on/off spellings, the
+# schema (types, enums, unknown keys, defaults), then defaults derived from what the run
+# produces (e.g. fairness groups from the age_gender scorer). The plan says what was
+# derived and which stages are skipped, and why.
+from facecast.config.prepare import fill_defaults, normalize_config
+
+_ABSENT = normalize_config(config)
 validate(config, "workflow/schemas/config.schema.yaml")
+PLAN = fill_defaults(config, _ABSENT)
+for _line in PLAN:
+    print(f"facecast plan: {_line}", file=sys.stderr)
 
 # Semantic checks (names, columns, files, ranges): every mistake, named by its key path,
-# fails here, before any job (facecast.config_check).
-from facecast.config_check import check_config
+# fails here, before any job (facecast.config.check and each stage's checks module).
+from facecast.config.check import check_config
 
 check_config(config)
 

@@ -35,8 +35,8 @@ import pyarrow as pa
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from facecast.manifest import shard_name  # noqa: E402
-from facecast.parquet_io import ParquetStreamWriter  # noqa: E402
+from facecast.datasets.manifest import shard_name  # noqa: E402
+from facecast.io.parquet_io import ParquetStreamWriter  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

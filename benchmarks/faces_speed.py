@@ -33,14 +33,14 @@ import torch
 from matplotlib import cbook
 from PIL import Image
 
-from facecast.datasets import build_manifest
+from facecast.datasets.manifest import finalize_manifest, write_manifest
 from facecast.datasets.recordio import pack, write_recordio
+from facecast.datasets.stage import build_manifest
 from facecast.faces.align import ARCFACE_TEMPLATE_112, align_arcface, similarity_transform
 from facecast.faces.crops import encode_png
 from facecast.faces.decode import read_image
 from facecast.faces.detect import FaceDetector
 from facecast.faces.stage import run_faces_shard, torch_threads
-from facecast.manifest import finalize_manifest, write_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from facecast.datasets.label_noise import DEMO_LABEL_NOISE, plant_label_noise
 from facecast.labels.agreement import fleiss_kappa_by_group
 from facecast.labels.describe import run_describe
 from facecast.labels.landmarks import head_pose, measurements
-from facecast.labels.noise import DEMO_LABEL_NOISE, plant_label_noise
 from facecast.labels.rules import DEMO_RULES, evaluate_rules
 from facecast.labels.suspects import oof_probabilities, rank_suspects
 

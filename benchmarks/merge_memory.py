@@ -8,7 +8,7 @@ fresh Python process and reports its wall time and peak resident memory (ru_maxr
   merge        facecast.attributes.merge.merge_attributes -> attributes.parquet
   pearson      facecast.analysis.correlations.stream_pearson over attributes.parquet
   spearman     facecast.analysis.correlations.stream_spearman (ranks in memory by design)
-  summary      facecast.dataset_summary.summarize_dataset (manifest + faces shards)
+  summary      facecast.datasets.summary.summarize_dataset (manifest + faces shards)
 
 Every size in --images is measured, so the output shows how memory grows with N: a
 streaming step stays flat, an in-memory one grows linearly.
@@ -33,8 +33,8 @@ import pyarrow as pa
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-from facecast.manifest import shard_name  # noqa: E402
-from facecast.parquet_io import ParquetStreamWriter, write_parquet  # noqa: E402
+from facecast.datasets.manifest import shard_name  # noqa: E402
+from facecast.io.parquet_io import ParquetStreamWriter, write_parquet  # noqa: E402
 
 COLUMNS_KEY = "facecast.attribute_columns"
 N_LABELS = 8
@@ -52,7 +52,7 @@ STEPS = {
                  "from facecast.analysis.correlations import attribute_columns, stream_spearman",
                  'cols = attribute_columns(pq.read_schema(w / "attributes.parquet"))\n'
                  'r, n = stream_spearman(w / "attributes.parquet", cols, max_rows=10**9)'),
-    "summary": ("from facecast.dataset_summary import summarize_dataset",
+    "summary": ("from facecast.datasets.summary import summarize_dataset",
                 'summarize_dataset(w / "manifest.parquet", faces)'),
 }
 

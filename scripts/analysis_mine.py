@@ -1,7 +1,7 @@
 """Rule mine_pairs: C11 hard-pair mining of one benchmark, with CAST/LFW exports."""
 
 from facecast.analysis.stage import benchmark_mining_config, mine_benchmark
-from facecast.shard_index import shard_files
+from facecast.io.shard_index import shard_files
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

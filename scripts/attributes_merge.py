@@ -1,7 +1,7 @@
 """Rule attributes_merge: stream every scorer's shards into results/{ds}/attributes.parquet."""
 
 from facecast.attributes.merge import merge_attributes
-from facecast.shard_index import shard_files
+from facecast.io.shard_index import shard_files
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

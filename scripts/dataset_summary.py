@@ -1,7 +1,7 @@
 """Rule dataset_summary: counts and statuses of a dataset for the Snakemake report."""
 
-from facecast.dataset_summary import dataset_summary
-from facecast.shard_index import shard_files
+from facecast.datasets.summary import dataset_summary
+from facecast.io.shard_index import shard_files
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

@@ -1,7 +1,7 @@
 """Rule evaluate_benchmark: score one embedder on one protocol; metrics, ROC and DET."""
 
 from facecast.evaluate.stage import evaluate_benchmark
-from facecast.shard_index import shard_files
+from facecast.io.shard_index import shard_files
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

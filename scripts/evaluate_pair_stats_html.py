@@ -1,6 +1,6 @@
 """Rule pair_stats_html: a benchmark's pair_stats.tsv as an HTML table for the report."""
 
-from facecast.html_tables import write_tsv_html
+from facecast.report.html_tables import write_tsv_html
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from facecast.datasets import dataset_root
+from facecast.datasets.stage import dataset_root
 from facecast.fairness.stage import run_fairness
-from facecast.shard_index import shard_files
+from facecast.io.shard_index import shard_files
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

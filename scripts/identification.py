@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from facecast.identification.stage import run_identification
-from facecast.shard_index import shard_files
+from facecast.io.shard_index import shard_files
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from facecast.datasets import build_manifest
+from facecast.datasets.stage import build_manifest
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

@@ -1,6 +1,6 @@
 """Rules faces_index / embed_index: the index that stands for every shard of a stage."""
 
-from facecast.shard_index import write_shard_index
+from facecast.io.shard_index import write_shard_index
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

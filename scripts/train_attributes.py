@@ -2,7 +2,7 @@
 
 from facecast.attributes.stage import resolve_device
 from facecast.attributes.trainer import train_attribute_model
-from facecast.shard_index import shard_files
+from facecast.io.shard_index import shard_files
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

@@ -16,7 +16,7 @@ from facecast.analysis.correlations import (
     stream_spearman,
     write_correlations,
 )
-from facecast.parquet_io import ParquetStreamWriter, read_parquet
+from facecast.io.parquet_io import ParquetStreamWriter, read_parquet
 
 
 def _table(n=3000, seed=0, nan_frac=0.15):

@@ -16,7 +16,7 @@ from facecast.analysis.exhaustive import _pair_from_index, impostor_pairs, strat
 from facecast.analysis.mining import MiningConfig, mine_pairs
 from facecast.analysis.simulate import synthetic_embeddings
 from facecast.analysis.stage import benchmark_mining_config, mine_benchmark
-from facecast.parquet_io import read_provenance, write_parquet
+from facecast.io.parquet_io import read_provenance, write_parquet
 
 
 @pytest.fixture(scope="module")

@@ -52,7 +52,7 @@ def test_cast_lists_with_spaces_tabs_newlines_read_back_exactly(tmp_path):
 
 
 def test_plain_paths_are_written_unchanged():
-    from facecast.list_paths import escape_list_path
+    from facecast.io.list_paths import escape_list_path
     assert escape_list_path("CC11/black/0001/img 1.jpg".replace(" ", "_")) == \
         "CC11/black/0001/img_1.jpg"
 

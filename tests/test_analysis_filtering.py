@@ -20,7 +20,7 @@ from facecast.analysis.filtering import (
     percentile_ranks,
     select_subset,
 )
-from facecast.parquet_io import read_parquet, write_parquet
+from facecast.io.parquet_io import read_parquet, write_parquet
 
 
 def test_percentile_ranks_exact_with_ties_and_nans():

@@ -15,7 +15,7 @@ from facecast.analysis.simulate import synthetic_embeddings
 from facecast.analysis.stage import benchmark_mining_config, mine_benchmark
 from facecast.datasets.lfw import read_lfw_pairs
 from facecast.evaluate.protocols import read_cast_lists
-from facecast.parquet_io import write_parquet
+from facecast.io.parquet_io import write_parquet
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 from conftest import copy_workdir, run_snakemake
 
 from facecast.analysis.filtering import CAST_NO_OP_DESCRIPTION
-from facecast.parquet_io import read_parquet
+from facecast.io.parquet_io import read_parquet
 
 
 def _sha(path) -> str:

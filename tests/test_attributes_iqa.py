@@ -11,7 +11,7 @@ import pytest
 from facecast.attributes.age_gender import ModelFilesMissing
 from facecast.attributes.inputs import faces_table
 from facecast.attributes.stage import score_shard
-from facecast.parquet_io import write_parquet
+from facecast.io.parquet_io import write_parquet
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from facecast.attributes.heads import (
 from facecast.attributes.inputs import faces_table
 from facecast.attributes.pose import project_face
 from facecast.attributes.stage import score_shard
-from facecast.parquet_io import read_provenance, write_parquet
+from facecast.io.parquet_io import read_provenance, write_parquet
 
 PEOPLE = ["angelina_jolie", "kate_siegel", "paul_rudd", "shea_whigham"]
 

@@ -22,8 +22,8 @@ from facecast.attributes.merge import merge_attributes
 from facecast.attributes.native import geometry_measures, image_measures
 from facecast.attributes.pose import head_pose, project_face
 from facecast.attributes.stage import score_shard
-from facecast.manifest import write_manifest
-from facecast.parquet_io import read_metadata, write_parquet
+from facecast.datasets.manifest import write_manifest
+from facecast.io.parquet_io import read_metadata, write_parquet
 
 
 @pytest.fixture(scope="module")

@@ -23,8 +23,8 @@ from facecast.attributes.trainer import (
     evaluation_table,
     train_attribute_model,
 )
-from facecast.manifest import write_manifest
-from facecast.parquet_io import read_parquet, write_parquet
+from facecast.datasets.manifest import write_manifest
+from facecast.io.parquet_io import read_parquet, write_parquet
 
 
 def test_evaluation_table_matches_hand_computation():

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from facecast.parquet_io import read_parquet
+from facecast.io.parquet_io import read_parquet
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """Config mistakes are caught when the Snakefile is parsed, each named by its key path
-(issue 11 item 5, issue 16 items 7-10): unit tests of facecast.config_check on dict
+(issue 11 item 5, issue 16 items 7-10): unit tests of facecast.config.check on dict
 configs, the clear messages at job level, and a table of mistakes run as ``snakemake -n``.
 """
 
@@ -20,9 +20,9 @@ from PIL import Image
 from scale_support import scale_config
 from snakemake.utils import validate
 
-from facecast import config_check as cc
-from facecast import config_columns
-from facecast.config_check import ConfigError, check_config, collect
+from facecast.config import check as cc
+from facecast.config import columns as config_columns
+from facecast.config.check import ConfigError, check_config, collect
 
 SCHEMA = str(REPO / "workflow/schemas/config.schema.yaml")
 CELEBA_40 = ("5_o_Clock_Shadow Arched_Eyebrows Attractive Bags_Under_Eyes Bald Bangs Big_Lips "

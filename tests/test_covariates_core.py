@@ -20,7 +20,7 @@ from facecast.covariates.mixture import (
 )
 from facecast.covariates.model import ClassFit
 from facecast.covariates.pairs import build_pairs
-from facecast.covariates.targets import config_errors
+from facecast.covariates.checks import config_errors
 
 
 def test_mixture_quantile_inverts_cdf():

@@ -21,7 +21,7 @@ from facecast.covariates.infer import fit_class
 from facecast.covariates.mixture import mixture_quantile, mixture_sf
 from facecast.covariates.stage import run_covariates
 from facecast.covariates.synthetic import recovery_trial, sample_class, small_case_trial
-from facecast.parquet_io import read_parquet
+from facecast.io.parquet_io import read_parquet
 
 #: repeated data sets of the coverage checks in the unit suite (the benchmark runs 20)
 COVERAGE_REPEATS = 2

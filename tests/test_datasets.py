@@ -10,17 +10,17 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from facecast.datasets import build_manifest
 from facecast.datasets.celeba import read_celeba
 from facecast.datasets.folder import read_folder
 from facecast.datasets.lfw import read_lfw_pairs, write_lfw_protocol
-from facecast.manifest import (
+from facecast.datasets.manifest import (
     DatasetError,
     finalize_manifest,
     read_shard,
     read_shard_ids,
 )
-from facecast.parquet_io import read_parquet, read_provenance
+from facecast.datasets.stage import build_manifest
+from facecast.io.parquet_io import read_parquet, read_provenance
 
 
 def _img(path: Path, value: int = 100) -> None:

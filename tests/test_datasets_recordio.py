@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from facecast.datasets import build_manifest
+from facecast.datasets.manifest import DatasetError
 from facecast.datasets.recordio import (
     MAGIC,
     RecordError,
@@ -22,10 +22,10 @@ from facecast.datasets.recordio import (
     unpack,
     write_recordio,
 )
+from facecast.datasets.stage import build_manifest
 from facecast.faces.crops import decode_png
 from facecast.faces.stage import run_faces_shard
-from facecast.manifest import DatasetError
-from facecast.parquet_io import read_provenance
+from facecast.io.parquet_io import read_provenance
 
 
 def _jpeg(seed: int, size: int = 112) -> tuple[bytes, np.ndarray]:

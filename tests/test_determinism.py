@@ -19,7 +19,7 @@ SKIP_DIRS = {"logs", "runtime"}
 
 _FIGURE = """
 import sys
-from facecast.figures import pyplot, save_figure
+from facecast.report.figures import pyplot, save_figure
 plt = pyplot()
 fig, ax = plt.subplots()
 ax.plot([0, 1, 2], [2, 0, 1]); ax.imshow([[0, 1], [1, 0]]); ax.set_title("same")
@@ -41,7 +41,7 @@ def test_figures_are_byte_identical_across_processes(tmp_path: Path) -> None:
 
 _CHECKPOINT = """
 import sys, torch
-from facecast.atomic import atomic_path
+from facecast.io.atomic import atomic_path
 with atomic_path(sys.argv[1] + "/checkpoint.pt") as tmp:
     torch.save({"w": torch.arange(4.0)}, tmp)
 """

@@ -16,7 +16,7 @@ from facecast.embed.base import MissingWeightsError
 from facecast.embed.lbp import load_fit
 from facecast.embed.stage import embed_shard, fit_lbp
 from facecast.faces.crops import encode_png
-from facecast.parquet_io import read_provenance, write_parquet
+from facecast.io.parquet_io import read_provenance, write_parquet
 
 FACE = astronaut()[20:200, 140:320]  # the astronaut's face, 180x180
 

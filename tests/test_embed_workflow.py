@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from facecast.manifest import read_shard_ids
-from facecast.parquet_io import read_parquet, read_provenance
+from facecast.datasets.manifest import read_shard_ids
+from facecast.io.parquet_io import read_parquet, read_provenance
 
 pytestmark = pytest.mark.slow
 

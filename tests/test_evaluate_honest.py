@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from facecast.datasets.lfw import read_lfw_pairs
+from facecast.datasets.manifest import DatasetError
 from facecast.evaluate.metrics import roc_points, verification_metrics
 from facecast.evaluate.protocols import (
     import_protocol,
@@ -22,9 +23,8 @@ from facecast.evaluate.summary import write_summary
 from facecast.fairness.simulate import simulate
 from facecast.fairness.stage import run_fairness
 from facecast.fairness.threshold import fmr_resolvable, group_rates, thresholds_at_fmr
-from facecast.html_tables import markdown_html, write_tsv_html
-from facecast.manifest import DatasetError
-from facecast.parquet_io import read_parquet, read_provenance, write_parquet
+from facecast.io.parquet_io import read_parquet, read_provenance, write_parquet
+from facecast.report.html_tables import markdown_html, write_tsv_html
 
 
 def _world(root, n_id=40, per=6, dim=32, noise=0.5, seed=0, space_in=()):
@@ -74,7 +74,7 @@ def _genuine_first(manifest, n_gen, n_imp, seed=3, sort=False):
 
 
 def _write_list(path, rows, escape=False):
-    from facecast.list_paths import escape_list_path
+    from facecast.io.list_paths import escape_list_path
 
     f = escape_list_path if escape else (lambda p: p)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,12 +9,13 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from facecast.analysis.exports import write_cast_lists
+from facecast.datasets.manifest import DatasetError
+from facecast.embed.read import load_embeddings
 from facecast.evaluate.protocols import import_protocol, load_protocol, read_cast_lists
-from facecast.evaluate.scoring import load_embeddings, score_pairs
+from facecast.evaluate.scoring import score_pairs
 from facecast.evaluate.stage import evaluate_benchmark
 from facecast.evaluate.summary import write_summary
-from facecast.manifest import DatasetError
-from facecast.parquet_io import read_parquet, write_parquet
+from facecast.io.parquet_io import read_parquet, write_parquet
 
 
 def _embed_shard(path, ids, emb, bad=()):

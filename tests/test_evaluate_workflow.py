@@ -19,7 +19,7 @@ import urllib.parse
 import pytest
 from scale_support import run, scale_config, snakemake_cmd
 
-from facecast.parquet_io import read_parquet, read_provenance
+from facecast.io.parquet_io import read_parquet, read_provenance
 
 JOB = re.compile(r"^\s*(?:local)?(?:rule|checkpoint) (\w+):\s*$", re.M)
 WILDCARDS = re.compile(r"^\s*wildcards: (.*)$", re.M)

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
+from facecast.datasets.manifest import finalize_manifest, write_manifest
 from facecast.faces.align import ARCFACE_TEMPLATE_112, crop_facenet
 from facecast.faces.aligned import (
     ALIGNED_STATUS,
@@ -22,8 +23,7 @@ from facecast.faces.config import FacesConfig
 from facecast.faces.crops import decode_png
 from facecast.faces.decode import read_image
 from facecast.faces.stage import run_faces_shard
-from facecast.manifest import finalize_manifest, write_manifest
-from facecast.parquet_io import read_provenance
+from facecast.io.parquet_io import read_provenance
 
 
 def _smooth(h: int, w: int, seed: int = 0) -> np.ndarray:

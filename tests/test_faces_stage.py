@@ -14,12 +14,12 @@ import yaml
 from matplotlib import cbook
 from PIL import Image
 
+from facecast.datasets.manifest import finalize_manifest, write_manifest
 from facecast.faces.config import FacesConfig
 from facecast.faces.crops import decode_png
 from facecast.faces.detect import FaceDetector
 from facecast.faces.stage import FACES_SCHEMA, run_faces_shard
-from facecast.manifest import finalize_manifest, write_manifest
-from facecast.parquet_io import read_provenance
+from facecast.io.parquet_io import read_provenance
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -6,9 +6,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from facecast.datasets.manifest import read_shard_ids
 from facecast.faces.crops import decode_png
-from facecast.manifest import read_shard_ids
-from facecast.parquet_io import read_provenance
+from facecast.io.parquet_io import read_provenance
 
 ALLOWED = {"ok", "no_face", "fallback", "decode_error", "missing", "unreadable",
            "outside_root", "duplicate", "no_identity", "detect_error", "align_error"}

@@ -4,12 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from facecast.evaluate.resample import identity_weights
 from facecast.fairness.bias import fairface_bias
-from facecast.fairness.bootstrap import (
-    bootstrap,
-    identity_weights,
-    weighted_thresholds,
-)
+from facecast.fairness.bootstrap import bootstrap, weighted_thresholds
 from facecast.fairness.groups import annotate_pairs, image_labels, parse_specs
 from facecast.fairness.simulate import simulate
 from facecast.fairness.threshold import thresholds_at_fmr

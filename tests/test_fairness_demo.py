@@ -12,7 +12,7 @@ import pytest
 from conftest import copy_workdir, run_snakemake
 
 from facecast.fairness.interchange import write_interchange
-from facecast.parquet_io import read_parquet
+from facecast.io.parquet_io import read_parquet
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ from facecast.fairness.simulate import simulate
 from facecast.fairness.soft import category_probs, soft_accuracy
 from facecast.fairness.stage import OUTPUT_FILES, import_scores, run_fairness, run_leaderboard
 from facecast.fairness.tables import leaderboard, most_discriminated_across_models
-from facecast.parquet_io import read_parquet, read_provenance, write_parquet
+from facecast.io.parquet_io import read_parquet, read_provenance, write_parquet
 
 CFG = {
     "protected": {

@@ -30,7 +30,7 @@ from hostile_data import (
 )
 
 from facecast.evaluate.protocols import read_cast_lists
-from facecast.shard_index import shard_files
+from facecast.io.shard_index import shard_files
 
 DATASETS = ("hostile", "hostile_table")
 BENCHES = ("everyone",)
@@ -193,7 +193,7 @@ def test_an_empty_benchmark_pool_warns_loudly(tmp_path: Path, caplog) -> None:
     import logging
 
     from facecast.analysis.filtering import build_subset
-    from facecast.parquet_io import write_parquet
+    from facecast.io.parquet_io import write_parquet
 
     attrs = tmp_path / "attributes.parquet"
     write_parquet(pd.DataFrame({"image_id": ["a", "b"], "identity": ["p", "q"],

@@ -13,7 +13,6 @@ import pytest
 from PIL import Image
 from sklearn.model_selection import KFold
 
-from facecast.datasets import build_manifest
 from facecast.datasets.insightface_bin import (
     UnsafePickleError,
     load_bin,
@@ -21,11 +20,12 @@ from facecast.datasets.insightface_bin import (
     restricted_loads,
     write_bin,
 )
+from facecast.datasets.manifest import DatasetError
+from facecast.datasets.stage import build_manifest
 from facecast.evaluate.bin_protocol import bin_pairs
 from facecast.evaluate.protocols import import_protocol, load_protocol
 from facecast.evaluate.stage import evaluate_benchmark
-from facecast.manifest import DatasetError
-from facecast.parquet_io import read_parquet, read_provenance, write_parquet
+from facecast.io.parquet_io import read_parquet, read_provenance, write_parquet
 
 
 def _jpeg(seed: int) -> bytes:

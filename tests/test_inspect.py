@@ -8,7 +8,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from facecast.inspect_artifact import _random_sample, describe
+from facecast.io.inspect import _random_sample, describe
 
 
 def _shards(tmp_path: Path) -> Path:

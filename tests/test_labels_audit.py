@@ -12,6 +12,8 @@ import pytest
 from labels_support import truth_table, with_features
 from sklearn.metrics import cohen_kappa_score, roc_auc_score
 
+from facecast.datasets.label_noise import plant_label_noise
+from facecast.io.parquet_io import read_parquet
 from facecast.labels.agreement import (
     cohen_kappa,
     fleiss_kappa_by_group,
@@ -19,12 +21,10 @@ from facecast.labels.agreement import (
     leave_one_out_disagreement,
 )
 from facecast.labels.audit import group_skew, run_audit
-from facecast.labels.config import config_errors
+from facecast.labels.checks import config_errors
 from facecast.labels.metrics import attribute_metrics, best_f1_threshold
-from facecast.labels.noise import plant_label_noise
 from facecast.labels.rules import CELEBA_RULES, evaluate_rules
 from facecast.labels.suspects import identity_suspects, oof_probabilities, rank_suspects
-from facecast.parquet_io import read_parquet
 
 ATTRS = ["male", "beard", "hair_long", "bald", "glasses", "hat"]
 INVARIANT = ["male", "beard", "hair_long", "bald"]

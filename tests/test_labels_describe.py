@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from labels_support import truth_table
 
+from facecast.datasets.label_noise import plant_label_noise
 from facecast.labels.describe import (
     _phrases,
     caption_verification,
@@ -18,7 +19,6 @@ from facecast.labels.describe import (
     run_describe,
 )
 from facecast.labels.features import PROMINENT_WORDS
-from facecast.labels.noise import plant_label_noise
 from facecast.labels.rules import DEMO_RULES, evaluate_rules
 
 ATTRS = ["male", "beard", "hair_long", "bald", "glasses", "hat"]

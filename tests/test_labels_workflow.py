@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from facecast.parquet_io import read_parquet, read_provenance
+from facecast.io.parquet_io import read_parquet, read_provenance
 
 
 def test_audit_recovers_the_planted_noise(demo_run):

@@ -9,7 +9,7 @@ import yaml
 from conftest import REPO
 from snakemake.utils import validate
 
-from facecast.config_check import collect
+from facecast.config.check import collect
 from facecast.evaluate import targets
 
 

@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from facecast import __version__
-from facecast.inspect_artifact import describe
-from facecast.parquet_io import (
+from facecast.io.inspect import describe
+from facecast.io.parquet_io import (
     ParquetStreamWriter,
     read_metadata,
     read_parquet,
@@ -95,8 +95,8 @@ def test_inspect_directory_of_shards(tmp_path: Path) -> None:
 _KILLED_WRITER = """
 import os, sys
 import pandas as pd, pyarrow as pa
-from facecast.parquet_io import ParquetStreamWriter, write_parquet
-from facecast.atomic import atomic_path
+from facecast.io.parquet_io import ParquetStreamWriter, write_parquet
+from facecast.io.atomic import atomic_path
 folder = sys.argv[1]
 w = ParquetStreamWriter(folder + "/00001.parquet", pa.schema([("image_id", pa.string())]))
 w.write(pd.DataFrame({"image_id": ["a"]}))

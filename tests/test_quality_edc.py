@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from facecast.quality.columns import orient, random_control, select_columns
-from facecast.quality.config import config_errors
+from facecast.quality.checks import config_errors
 from facecast.quality.edc import (
     edc_curve,
     errors,

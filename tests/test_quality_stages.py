@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from facecast.fairness.demographics_stage import run_demographics
+from facecast.fairness.demographics import run_demographics
 from facecast.identification.stage import run_identification
 from facecast.quality.stage import run_edc
 

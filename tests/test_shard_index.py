@@ -7,8 +7,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from facecast.parquet_io import read_provenance, write_parquet
-from facecast.shard_index import shard_files, write_shard_index
+from facecast.io.parquet_io import read_provenance, write_parquet
+from facecast.io.shard_index import shard_files, write_shard_index
 
 
 def _shards(folder):

@@ -9,7 +9,7 @@ import pytest
 from facenet_pytorch import MTCNN
 from PIL import Image
 
-from facecast.datasets import read_raw_rows
+from facecast.datasets.stage import read_raw_rows
 from facecast.datasets.synthetic import (
     generate_dataset,
     glasses_probability,
@@ -17,7 +17,7 @@ from facecast.datasets.synthetic import (
     sample_covariates,
     sample_identity,
 )
-from facecast.parquet_io import read_parquet, read_provenance
+from facecast.io.parquet_io import read_parquet, read_provenance
 
 N_ID, N_IMG, SIZE = 8, 3, 128
 IDENTITY_LABELS = ["skin_tone", "male", "age", "eye_spacing", "nose_width", "mouth_width",

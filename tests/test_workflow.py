@@ -10,7 +10,7 @@ import pandas as pd
 import yaml
 from conftest import REPO, run_snakemake, tiny_demo_config
 
-from facecast.parquet_io import read_provenance
+from facecast.io.parquet_io import read_provenance
 
 
 def _dry_run_api(workdir: Path, config: dict) -> None:

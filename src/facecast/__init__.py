@@ -7,4 +7,10 @@ try:
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+src"
 
-__all__ = ["__version__"]
+#: the stage packages in pipeline order: a stage may import the ground floor (``io``,
+#: ``config``, ``report``) and the stages before it, never one after it
+#: (docs/CONTRIBUTING.md; tests/test_import_graph.py keeps it so)
+STAGES = ("datasets", "faces", "embed", "attributes", "analysis", "evaluate", "fairness",
+          "identification", "quality", "covariates", "labels")
+
+__all__ = ["STAGES", "__version__"]

@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
                            help="draw the rows uniformly at random with this seed")
     args = parser.parse_args(argv)
     if args.command == "inspect":
-        from facecast.inspect_artifact import describe
+        from facecast.io.inspect import describe
 
         try:
             sys.stdout.write(describe(args.path, sample_rows=args.rows, head=args.head,

@@ -1,8 +1,8 @@
 # Shared helpers for every stage: dataset names, shard lists, default targets.
 import re
 
-from facecast.manifest import read_shard_ids
-from facecast.shard_index import EMBED_INDEX, FACES_INDEX
+from facecast.datasets.manifest import read_shard_ids
+from facecast.io.shard_index import EMBED_INDEX, FACES_INDEX
 
 DATASETS = list(config["datasets"])
 
@@ -16,7 +16,7 @@ wildcard_constraints:
 DEFAULT_TARGETS = []
 
 
-# Shard indexes (facecast.shard_index: FACES_INDEX, EMBED_INDEX) stand for every shard of
+# Shard indexes (facecast.io.shard_index: FACES_INDEX, EMBED_INDEX) stand for every shard of
 # a stage. Gathering shard footers is cheap: on a cluster the indexes run on the submit host.
 localrules:
     faces_index,
@@ -39,7 +39,7 @@ def per_shard(pattern, ds, **wildcards):
 
 
 def all_targets(wildcards):
-    return [t for ds in DATASETS for fn in DEFAULT_TARGETS for t in fn(ds)]
+    return ["results/plan.md"] + [t for ds in DATASETS for fn in DEFAULT_TARGETS for t in fn(ds)]
 
 
 def manifest_inputs(wildcards):

@@ -1,6 +1,6 @@
 # Faces: detect (MTCNN) and align every image of a shard; one job per manifest shard.
 # Logic: facecast.faces.stage.run_faces_shard. Output columns: docs/CONTRACTS.md.
-from facecast.datasets import dataset_root
+from facecast.datasets.stage import dataset_root
 
 
 rule faces:
@@ -29,7 +29,7 @@ rule faces:
 
 
 # The faces index stands for every shard: stages that read all shards take it as input
-# (one DAG edge instead of one per shard; see facecast.shard_index).
+# (one DAG edge instead of one per shard; see facecast.io.shard_index).
 rule faces_index:
     input:
         shards=lambda wc: per_shard("results/{ds}/faces/{shard}.parquet", wc.ds),

@@ -6,6 +6,28 @@
 report: "../report/workflow.rst"
 
 
+# The plan (PLAN, from the Snakefile): derived defaults and skipped stages, with the key
+# that turns each on. A change of plan reruns this rule (params are a rerun trigger).
+rule plan:
+    output:
+        md="results/plan.md",
+        html=report(
+            "results/plan.html",
+            caption="../report/plan.rst",
+            category="Run",
+            labels={"file": "plan"},
+        ),
+    params:
+        plan=PLAN,
+    localrule: True
+    log:
+        "results/logs/plan.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/plan.py"
+
+
 rule dataset_summary:
     input:
         manifest="results/{ds}/manifest.parquet",

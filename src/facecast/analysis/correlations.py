@@ -32,9 +32,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from facecast.atomic import write_text
-from facecast.figures import pyplot, save_figure
-from facecast.parquet_io import write_parquet
+from facecast.io.atomic import write_text
+from facecast.io.parquet_io import write_parquet
+from facecast.report.figures import pyplot, save_figure
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@
   and the rest left out (logged): ``pairs.parquet`` and the ``.list`` files hold them all.
 
 Both formats split lines on whitespace, so every path (``.list``) and identity name
-(``pairs.txt``) goes through :func:`facecast.list_paths.escape_list_path`: ``%``, space,
+(``pairs.txt``) goes through :func:`facecast.io.list_paths.escape_list_path`: ``%``, space,
 tab, LF and CR become ``%25``, ``%20``, ``%09``, ``%0A``, ``%0D``; facecast's importers
 reverse it. Paths without those characters are written unchanged (CAST's own layout). A
 path that would still split after escaping (other Unicode whitespace such as a no-break
@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from facecast.atomic import write_text
-from facecast.list_paths import escape_list_path
+from facecast.io.atomic import write_text
+from facecast.io.list_paths import escape_list_path
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def list_tokens(values: Mapping[str, str], what: str) -> dict[str, str]:
         shown = ", ".join(repr(b) for b in bad[:5])
         raise ExportError(
             f"{len(bad)} {what}(s) cannot be written to a whitespace-separated list even after "
-            f"percent-encoding % space tab LF CR (facecast.list_paths): {shown}"
+            f"percent-encoding % space tab LF CR (facecast.io.list_paths): {shown}"
             f"{' ...' if len(bad) > 5 else ''}. They hold other Unicode whitespace (e.g. "
             "U+00A0, U+3000) or are empty; rename these files or leave them out of the pool.")
     return out

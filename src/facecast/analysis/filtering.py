@@ -58,8 +58,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from scipy.stats import rankdata
 
-from facecast.atomic import write_text
-from facecast.parquet_io import write_parquet
+from facecast.io.atomic import write_text
+from facecast.io.parquet_io import write_parquet
 
 KEY_COLUMNS = ["image_id", "identity", "split"]
 RANK_METHODS = ("facecast", "cast")

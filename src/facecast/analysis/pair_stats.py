@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from facecast.figures import pyplot, save_figure
+from facecast.report.figures import pyplot, save_figure
 
 STAT_COLUMNS = ["fold", "genuine", "impostor", "images", "identities", "max_image_uses",
                 "genuine_score_mean", "genuine_score_min", "genuine_score_max",

@@ -36,9 +36,9 @@ from facecast.analysis.exhaustive import describe_all
 from facecast.analysis.exports import image_numbers, write_cast_lists, write_lfw_pairs
 from facecast.analysis.mining import MiningConfig, MiningShortfall, mine_pairs, pool_sample
 from facecast.analysis.pair_stats import pair_statistics, plot_pair_scores
-from facecast.atomic import write_text
-from facecast.evaluate.scoring import load_embeddings
-from facecast.parquet_io import read_parquet, write_parquet
+from facecast.embed.read import load_embeddings
+from facecast.io.atomic import write_text
+from facecast.io.parquet_io import read_parquet, write_parquet
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 import torchvision
 
-from facecast.atomic import atomic_path
 from facecast.attributes.age_gender import ModelFilesMissing
 from facecast.attributes.align import dlib_chip_template, warp_batch
+from facecast.io.atomic import atomic_path
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from facecast.attributes.stage import COLUMNS_KEY
-from facecast.manifest import read_shard, read_shard_ids
-from facecast.parquet_io import ParquetStreamWriter, read_metadata
+from facecast.datasets.manifest import read_shard, read_shard_ids
+from facecast.io.parquet_io import ParquetStreamWriter, read_metadata
 
 log = logging.getLogger("facecast.attributes")
 

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from facecast.attributes.align import ARCFACE_TEMPLATE_112, landmarks_in_arcface_crop
 from facecast.attributes.inputs import FaceBatch, iter_faces
-from facecast.parquet_io import write_parquet
+from facecast.io.parquet_io import write_parquet
 
 log = logging.getLogger("facecast.attributes")
 

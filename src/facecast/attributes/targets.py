@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from facecast.attributes import SCORERS
-from facecast.shard_index import FACES_INDEX
+from facecast.io.shard_index import FACES_INDEX
 
 SCORER_REGEX = "|".join(SCORERS)
 

@@ -22,7 +22,6 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from facecast.atomic import write_text
 from facecast.attributes.heads import (
     IMAGENET_MEAN,
     IMAGENET_STD,
@@ -33,8 +32,9 @@ from facecast.attributes.heads import (
     torch_home,
 )
 from facecast.attributes.inputs import iter_faces
-from facecast.manifest import read_shard, read_shard_ids
-from facecast.parquet_io import write_parquet
+from facecast.datasets.manifest import read_shard, read_shard_ids
+from facecast.io.atomic import write_text
+from facecast.io.parquet_io import write_parquet
 
 log = logging.getLogger("facecast.attributes")
 

@@ -1,4 +1,4 @@
-"""Figures of the covariate stage (all written through :func:`facecast.figures.save_figure`).
+"""Figures of the covariate stage (all written through :func:`facecast.report.figures.save_figure`).
 
 - ``tar_vs_covariate.png``: per covariate, TAR at the first FMR target along the covariate
   (both images at the value, other covariates at their median) with 90 % and 95 % bands,
@@ -21,7 +21,7 @@ import pandas as pd
 from facecast.covariates.mixture import mixture_quantile
 from facecast.covariates.model import ClassFit
 from facecast.covariates.pairs import PairSet
-from facecast.figures import pyplot, save_figure
+from facecast.report.figures import pyplot, save_figure
 
 _COLORS = {"match": "tab:green", "nonmatch": "tab:red"}
 

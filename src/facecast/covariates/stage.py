@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facecast.atomic import write_text
 from facecast.covariates import plots
 from facecast.covariates.derive import (
     binned_tar,
@@ -34,7 +33,8 @@ from facecast.covariates.derive import (
 from facecast.covariates.model import SITES, ClassFit
 from facecast.covariates.pairs import build_pairs, features_from_sides, parse_pair_feature
 from facecast.covariates.select import select_and_fit
-from facecast.parquet_io import read_parquet, write_parquet
+from facecast.io.atomic import write_text
+from facecast.io.parquet_io import read_parquet, write_parquet
 
 log = logging.getLogger(__name__)
 

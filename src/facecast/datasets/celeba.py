@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from facecast.manifest import DatasetError
+from facecast.datasets.manifest import DatasetError
 
 PARTITIONS = {"0": "train", "1": "val", "2": "test"}
 

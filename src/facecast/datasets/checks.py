@@ -1,33 +1,72 @@
-"""Config checks for pre-aligned and container inputs (issue 12), run before any job.
+"""Config checks of the ingest stage, run before any job, and the dataset kinds' label
+columns for the column registry (:mod:`facecast.config.columns`).
 
-:func:`config_errors` is a :mod:`facecast.config_check` checker: ``(config) -> list of
-messages``, each starting with the key path at fault. It is cheap (stats a few files,
-reads no records) and imports nothing heavy.
+:func:`config_errors` is a :mod:`facecast.config.check` checker: ``(config) -> list of
+messages``, each starting with the key path at fault: dataset roots, manifests, pairs and
+exclude files exist; RecordIO / .bin containers and ``exclude_by`` are consistent;
+``faces.detector: none`` lets images into benchmarks; ``insightface_bin`` imports name
+their dataset. It is cheap (stats a few files, reads no records) and imports nothing heavy.
+
+Label columns (registered with :func:`facecast.config.columns.register_labels`): the
+synthetic generator's (with its planted ``label_noisy_*``), CelebA's annotation header, a
+table manifest's header; folders, LFW and containers have none.
 """
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from facecast.config.columns import register_labels
+from facecast.config.util import module_constant, need_file, section, warn
+from facecast.datasets.label_noise import DEMO_LABEL_NOISE, noise_attributes
 
-def _sec(config: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    value = config.get(name) if isinstance(config, Mapping) else None
-    return value if isinstance(value, Mapping) else {}
+#: columns a table manifest keeps as they are (facecast.datasets.table.RESERVED)
+TABLE_RESERVED = {"path", "identity", "split", "exclude", "status", "message"}
+#: the module whose constants name the synthetic generator's labels
+SYNTHETIC_MODULE = "facecast.datasets.synthetic"
 
 
-def _need(errors: list[str], key: str, path: Any, what: str) -> None:
-    p = Path(str(path))
-    if not p.is_file():
-        errors.append(f"{key}: {what} {str(path)!r} does not exist (looked at {p.absolute()})")
+def path_errors(config: Mapping[str, Any]) -> list[str]:
+    """Dataset roots and the files folder / table / CelebA / LFW datasets name exist."""
+    errors: list[str] = []
+    for ds, spec in section(config, "datasets").items():
+        spec = spec if isinstance(spec, Mapping) else {}
+        kind = spec.get("kind")
+        if kind not in ("folder", "table", "celeba", "lfw"):
+            continue  # synthetic is generated; containers are checked below
+        key = f"datasets.{ds}"
+        if not spec.get("root"):
+            errors.append(f"{key}.root: dataset kind {kind} needs a root directory")
+        elif not Path(str(spec["root"])).is_dir():
+            errors.append(f"{key}.root: directory {spec['root']!r} does not exist "
+                          f"(looked at {Path(str(spec['root'])).absolute()})")
+        elif kind == "celeba" and spec.get("images_dir"):
+            sub = Path(str(spec["root"])) / str(spec["images_dir"])
+            if not sub.is_dir():
+                errors.append(f"{key}.images_dir: folder {sub} does not exist")
+        if kind == "table":
+            if not spec.get("manifest"):
+                errors.append(f"{key}.manifest: dataset kind table needs a manifest file "
+                              "(CSV or Parquet with path and identity columns)")
+            else:
+                need_file(errors, f"{key}.manifest", spec["manifest"], "manifest file")
+        if kind == "lfw" and not spec.get("pairs"):
+            errors.append(f"{key}.pairs: dataset kind lfw needs its pairs.txt (or use kind "
+                          "folder)")
+        for opt in ("pairs", "exclude"):
+            if spec.get(opt):
+                need_file(errors, f"{key}.{opt}", spec[opt])
+    return errors
 
 
 def config_errors(config: Mapping[str, Any]) -> list[str]:
-    """Mistakes in RecordIO / .bin datasets, ``exclude_by``, ``faces.detector: none`` and
-    ``insightface_bin`` imports."""
-    errors: list[str] = []
-    datasets = _sec(config, "datasets")
+    """Mistakes in dataset paths, RecordIO / .bin datasets, ``exclude_by``,
+    ``faces.detector: none`` and ``insightface_bin`` imports."""
+    errors: list[str] = path_errors(config)
+    datasets = section(config, "datasets")
     for ds, spec in datasets.items():
         spec = spec if isinstance(spec, Mapping) else {}
         key, kind = f"datasets.{ds}", spec.get("kind")
@@ -35,32 +74,32 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
             if not spec.get("rec"):
                 errors.append(f"{key}.rec: dataset kind recordio needs its .rec file")
             else:
-                _need(errors, f"{key}.rec", spec["rec"], "RecordIO file")
+                need_file(errors, f"{key}.rec", spec["rec"], "RecordIO file")
                 idx = spec.get("idx") or str(Path(str(spec["rec"])).with_suffix(".idx"))
-                _need(errors, f"{key}.idx", idx, "RecordIO index")
+                need_file(errors, f"{key}.idx", idx, "RecordIO index")
         elif kind == "insightface_bin":
             if not spec.get("path"):
                 errors.append(f"{key}.path: dataset kind insightface_bin needs its .bin file")
             else:
-                _need(errors, f"{key}.path", spec["path"], "verification .bin")
+                need_file(errors, f"{key}.path", spec["path"], "verification .bin")
         by = spec.get("exclude_by", "path")
         if by == "record" and kind != "recordio":
             errors.append(f"{key}.exclude_by: 'record' needs kind recordio (got {kind})")
         if by != "path" and not spec.get("exclude"):
             errors.append(f"{key}.exclude_by: set, but no exclude list is given")
-    faces = _sec(config, "faces")
+    faces = section(config, "faces")
     if faces.get("detector") == "none":
-        statuses = _sec(config, "mining").get("statuses")
+        statuses = section(config, "mining").get("statuses")
         if statuses is not None and "aligned_input" not in list(statuses):
             errors.append("mining.statuses: faces.detector is none, so every image has faces "
                           "status aligned_input; add aligned_input (now "
                           f"{list(statuses)}) or no image can enter a benchmark")
-    for name, imp in _sec(_sec(config, "evaluate"), "imports").items():
+    for name, imp in section(section(config, "evaluate"), "imports").items():
         imp = imp if isinstance(imp, Mapping) else {}
         if imp.get("format") != "insightface_bin":
             continue
         key = f"evaluate.imports.{name}"
-        _need(errors, f"{key}.path", imp.get("path", ""), "verification .bin")
+        need_file(errors, f"{key}.path", imp.get("path", ""), "verification .bin")
         bin_name = Path(str(imp.get("path", ""))).name
         users = [d for d, s in datasets.items() if isinstance(s, Mapping)
                  and s.get("kind") == "insightface_bin"
@@ -73,3 +112,75 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
             errors.append(f"{key}: no dataset of kind insightface_bin has path {bin_name}; add "
                           f"one (datasets.<name>: {{kind: insightface_bin, path: ...}})")
     return errors
+
+
+# ------------------------------------------------------------------ label columns
+
+
+@register_labels("synthetic")
+def synthetic_labels(ds: str = "", spec: Mapping[str, Any] | None = None,
+                     errors: list[str] | None = None) -> set[str]:
+    """``label_*`` columns of the synthetic generator for the dataset block ``spec``, with
+    the ``label_noisy_*`` columns of its ``label_noise``."""
+    names = (module_constant(SYNTHETIC_MODULE, "IDENTITY_LABELS")
+             + module_constant(SYNTHETIC_MODULE, "IMAGE_LABELS")
+             + module_constant(SYNTHETIC_MODULE, "GROUP_LABELS"))
+    out = {f"label_{n}" for n in names}
+    noise = section(section(spec or {}, "synthetic"), "label_noise") or None
+    noise = DEMO_LABEL_NOISE if noise is None else noise
+    if noise.get("enabled", True):
+        out |= {f"label_noisy_{a}" for a in noise_attributes(noise)}
+    return out
+
+
+@register_labels("celeba")
+def celeba_labels(ds: str, spec: Mapping[str, Any], errors: list[str]) -> set[str] | None:
+    """``label_<name>`` for every attribute of CelebA's ``list_attr_celeba.txt`` header."""
+    root = Path(str(spec.get("root", "")))
+    if not spec.get("root") or not root.is_dir():
+        return None  # reported by the path checks
+    for sub in ("", "Anno"):
+        p = root / sub / "list_attr_celeba.txt"
+        if p.is_file():
+            try:
+                with open(p, encoding="utf-8", errors="replace") as fh:
+                    fh.readline()
+                    header = fh.readline().split()
+            except OSError as exc:
+                warn(f"datasets.{ds}: cannot read {p} ({exc}); its label columns are not "
+                     "checked")
+                return None
+            return {f"label_{n}" for n in header}
+    errors.append(f"datasets.{ds}.root: CelebA annotation file list_attr_celeba.txt not found "
+                  f"in {root} or {root / 'Anno'}; point root at the CelebA folder")
+    return None
+
+
+@register_labels("table")
+def table_labels(ds: str, spec: Mapping[str, Any], errors: list[str]) -> set[str] | None:
+    """A table manifest's other columns, as ``label_<column>``."""
+    path = Path(str(spec.get("manifest", "")))
+    if not spec.get("manifest") or not path.is_file():
+        return None  # reported by the path checks
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            import pyarrow.parquet as pq
+
+            header = list(pq.read_schema(path).names)
+        else:
+            with open(path, newline="", encoding="utf-8-sig") as fh:
+                header = next(csv.reader(fh), [])
+    except Exception as exc:  # any unreadable header: skip, the ingest job will report it
+        warn(f"datasets.{ds}.manifest: cannot read the header of {path} ({exc}); the columns "
+             "that name its labels are not checked")
+        return None
+    return {c if c.startswith("label_") else f"label_{c}"
+            for c in map(str, header) if c not in TABLE_RESERVED}
+
+
+def _no_labels(ds: str, spec: Mapping[str, Any], errors: list[str]) -> set[str]:
+    return set()
+
+
+for _kind in ("folder", "lfw", "recordio", "insightface_bin"):
+    register_labels(_kind, _no_labels)

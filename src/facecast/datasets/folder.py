@@ -3,7 +3,7 @@
 The walk lists every entry whose name looks like an image (by extension, hidden files
 included), so that each gets a manifest row with its true status: special files (FIFO,
 socket, device) and broken symlinks are listed and reported by
-:func:`facecast.manifest.finalize_manifest` (``unreadable`` / ``missing``). Directory
+:func:`facecast.datasets.manifest.finalize_manifest` (``unreadable`` / ``missing``). Directory
 symlinks are followed when their target stays inside the root (a symlinked identity
 folder is an identity); one leading outside the root gets a single ``outside_root`` row
 and is not entered. A symlink back to a folder already on the current path (a loop) is
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from facecast.manifest import DatasetError
+from facecast.datasets.manifest import DatasetError
 
 log = logging.getLogger(__name__)
 

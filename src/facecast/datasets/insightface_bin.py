@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facecast.manifest import DatasetError
+from facecast.datasets.manifest import DatasetError
 
 #: numpy dtypes a .bin may carry (bytes of images, bool labels)
 _ALLOWED_DTYPES = {np.dtype(np.uint8), np.dtype(np.bool_), np.dtype(np.int8)}

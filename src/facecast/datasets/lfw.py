@@ -3,7 +3,7 @@
 Format: a header ``<folds> <n>`` then, per fold, ``n`` matched lines ``name i j`` and
 ``n`` mismatched lines ``name1 i name2 j``. Image ``i`` of ``name`` is
 ``<name>/<name>_<iiii>.jpg``. Name tokens are percent-decoded
-(:func:`facecast.list_paths.unescape_list_path`: ``%20`` is a space, ``%25`` a ``%``), the
+(:func:`facecast.io.list_paths.unescape_list_path`: ``%20`` is a space, ``%25`` a ``%``), the
 rule facecast's exports follow for names a whitespace-separated line cannot hold.
 Malformed lines raise :class:`DatasetError` naming file and
 line; pairs whose images are not ``ok`` in the manifest are kept with a status.
@@ -17,9 +17,9 @@ from typing import Any
 
 import pandas as pd
 
-from facecast.list_paths import unescape_list_path
-from facecast.manifest import DatasetError
-from facecast.parquet_io import read_parquet, write_parquet
+from facecast.datasets.manifest import DatasetError
+from facecast.io.list_paths import unescape_list_path
+from facecast.io.parquet_io import read_parquet, write_parquet
 
 
 def lfw_image_path(name: str, index: int) -> str:

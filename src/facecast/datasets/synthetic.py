@@ -65,7 +65,7 @@ Planted effects that later stages must recover:
 6. Annotation noise (issue 14, optional ``label_noise``): observed columns
    ``label_noisy_<attr>`` next to the clean ``label_*`` ones, with per-attribute flips,
    one attribute flipped in one group only, an exact planted contradiction rate and one
-   identity flipped in every image (see :mod:`facecast.labels.noise`). Only these added
+   identity flipped in every image (see :mod:`facecast.datasets.label_noise`). Only these added
    columns carry noise; images and the clean labels do not change.
 
 Splits: one identity in four (``n_identities // 4``, chosen by a seeded permutation) gets
@@ -89,9 +89,9 @@ from PIL import Image
 from scipy.ndimage import gaussian_filter
 from tqdm import tqdm
 
-from facecast.atomic import atomic_path
-from facecast.labels.noise import plant_label_noise
-from facecast.parquet_io import write_parquet
+from facecast.datasets.label_noise import plant_label_noise
+from facecast.io.atomic import atomic_path
+from facecast.io.parquet_io import write_parquet
 
 __all__ = [
     "COARSE_CONTRAST_FACTOR",
@@ -897,10 +897,13 @@ def _encode_jpeg(img: np.ndarray, quality: int) -> bytes:
 
 
 # --------------------------------------------------------------------------- dataset
-_IDENTITY_LABELS = ("skin_tone", "male", "age", "eye_spacing", "nose_width", "mouth_width",
-                    "face_aspect", "hair_grey", "wrinkles", "beard", "hair_long", "bald")
-_IMAGE_LABELS = ("yaw", "roll", "scale", "blur", "noise", "illumination", "light_direction",
-                 "jpeg_quality", "glasses", "hat", "smile")
+#: label columns (``label_<name>``) drawn per identity, per image, and derived group flags;
+#: literal, so the config checks read them without importing this module
+IDENTITY_LABELS = ("skin_tone", "male", "age", "eye_spacing", "nose_width", "mouth_width",
+                   "face_aspect", "hair_grey", "wrinkles", "beard", "hair_long", "bald")
+IMAGE_LABELS = ("yaw", "roll", "scale", "blur", "noise", "illumination", "light_direction",
+                "jpeg_quality", "glasses", "hat", "smile")
+GROUP_LABELS = ("dark_skin", "low_contrast_group")
 
 
 def _identity_rows(job: tuple[int, int, int, int, str]) -> list[dict[str, Any]]:
@@ -911,7 +914,7 @@ def _identity_rows(job: tuple[int, int, int, int, str]) -> list[dict[str, Any]]:
     folder = Path(out_dir) / "images" / name
     folder.mkdir(parents=True, exist_ok=True)
     tdict = asdict(traits)
-    base = {f"label_{k}": float(tdict[k]) for k in _IDENTITY_LABELS}
+    base = {f"label_{k}": float(tdict[k]) for k in IDENTITY_LABELS}
     base["label_dark_skin"] = traits.dark_skin
     base["label_low_contrast_group"] = traits.low_contrast_group
     rows = []
@@ -926,7 +929,7 @@ def _identity_rows(job: tuple[int, int, int, int, str]) -> list[dict[str, Any]]:
         cdict = asdict(cov)
         row = {"path": f"images/{name}/{k}.jpg", "identity": name}
         row.update(base)
-        row.update({f"label_{c}": float(cdict[c]) for c in _IMAGE_LABELS})
+        row.update({f"label_{c}": float(cdict[c]) for c in IMAGE_LABELS})
         rows.append(row)
     return rows
 
@@ -951,13 +954,13 @@ def generate_dataset(
     """Render the synthetic dataset into ``out_dir``; return (and write) its truth table.
 
     Images go to ``out_dir/images/<identity>/<k>.jpg``; the table, written last with
-    :func:`facecast.parquet_io.write_parquet`, to ``out_dir/truth.parquet``. Columns:
+    :func:`facecast.io.parquet_io.write_parquet`, to ``out_dir/truth.parquet``. Columns:
     ``path`` (relative to ``out_dir``), ``identity``, ``split`` (``train``/``test``),
     ``exclude`` (bool, True for train identities) and float ``label_*`` ground truth for
     every trait and covariate (see the module docstring). Rows are ordered by identity,
     then image index. Output depends only on ``seed`` and the sizes, not on ``n_jobs``.
 
-    ``label_noise`` (a :data:`facecast.labels.noise.DEMO_LABEL_NOISE`-shaped spec) adds
+    ``label_noise`` (a :data:`facecast.datasets.label_noise.DEMO_LABEL_NOISE`-shaped spec) adds
     observed annotation columns ``label_noisy_<attr>`` with planted annotation noise (issue
     14); images and the clean ``label_*`` columns are unchanged. None = no such columns.
     """

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from facecast.manifest import DatasetError, parse_bool
+from facecast.datasets.manifest import DatasetError, parse_bool
 
 RESERVED = {"path", "identity", "split", "exclude", "status", "message"}
 

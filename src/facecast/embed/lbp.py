@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from facecast.atomic import atomic_path
 from facecast.embed.base import Embedder, missing_weights
+from facecast.io.atomic import atomic_path
 
 N_LABELS = 59
 #: 8 neighbour directions (dy, dx), counter-clockwise from the right

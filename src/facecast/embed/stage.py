@@ -33,7 +33,7 @@ from facecast.embed.lbp import (
     unwhitened_fit,
 )
 from facecast.embed.registry import build_embedder
-from facecast.parquet_io import write_parquet
+from facecast.io.parquet_io import write_parquet
 
 log = logging.getLogger("facecast.embed")
 

@@ -1,6 +1,6 @@
 """Pointwise uncertainty bands on curves from the identity-clustered bootstrap.
 
-Replicates are the weight rows of :func:`facecast.fairness.bootstrap.identity_weights`
+Replicates are the weight rows of :func:`facecast.evaluate.resample.identity_weights`
 (identities resampled with replacement; an impostor pair counts ``c_a * c_b`` times, a
 genuine pair ``c_a`` times). Each curve is evaluated on a fixed grid for every replicate
 (the scores are sorted once; replicates only change weights), and the band at a grid point
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from facecast.fairness.bootstrap import identity_weights
+from facecast.evaluate.resample import identity_weights
 
 
 def percentile_band(values: np.ndarray, confidence: float = 0.95

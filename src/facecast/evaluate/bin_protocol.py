@@ -26,7 +26,8 @@ import pandas as pd
 
 from facecast.datasets.insightface_bin import load_bin
 from facecast.evaluate.metrics import default_folds
-from facecast.parquet_io import read_parquet, write_parquet
+from facecast.evaluate.resolve import attach_manifest, check_resolved
+from facecast.io.parquet_io import read_parquet, write_parquet
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,6 @@ def import_insightface_bin(path: str | os.PathLike, manifest_path: str | os.Path
     The manifest must be that of a dataset of kind ``insightface_bin`` built from a file
     of the same name; otherwise no pair resolves and the import fails naming the paths.
     """
-    from facecast.evaluate.protocols import attach_manifest, check_resolved
 
     raw = bin_pairs(path)
     manifest = read_parquet(manifest_path, columns=["image_id", "path", "identity", "status"])

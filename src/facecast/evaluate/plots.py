@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from facecast.evaluate.metrics import det_points
-from facecast.figures import pyplot, save_figure
+from facecast.report.figures import pyplot, save_figure
 
 
 def plot_roc(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], path: str | os.PathLike,

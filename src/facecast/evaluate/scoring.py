@@ -1,7 +1,6 @@
 """Embeddings in, cosine scores out.
 
-:func:`load_embeddings` reads only the rows it is asked for from an embedder's shard files
-(``image_id``, ``embedding``; rows with a null embedding are not ``ok`` and are left out).
+:func:`facecast.embed.read.load_embeddings` reads the embeddings;
 :func:`score_pairs` adds ``score`` (cosine similarity; equals ``1 - d/2`` for the squared L2
 distance ``d`` of the L2-normalised embeddings) to a protocol and gives pairs whose
 embeddings are missing the status ``no_embedding`` with a message naming the image.
@@ -9,60 +8,8 @@ embeddings are missing the status ``no_embedding`` with a message naming the ima
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable
-
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
-
-def _embedding_matrix(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if len(arr) == 0:
-        return np.zeros((0, 0), np.float32)
-    if pa.types.is_fixed_size_list(arr.type):
-        dim = arr.type.list_size
-    else:
-        dim = len(arr[0].as_py())
-    values = np.asarray(arr.flatten(), dtype=np.float32)
-    return values.reshape(len(arr), dim)
-
-
-def load_embeddings(paths: Iterable[str | os.PathLike], image_ids: Iterable[str] | None = None
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """(image_ids, embeddings float32 [n, D]) of the ok rows of ``paths`` (only ``image_ids``).
-
-    Streams the shards one at a time; with ``image_ids`` the output is allocated once for
-    at most that many rows, so peak memory is the wanted embeddings plus one shard.
-    """
-    wanted = None if image_ids is None else pa.array(sorted(set(image_ids)), pa.string())
-    ids: list[np.ndarray] = []
-    mats: list[np.ndarray] = []
-    out: np.ndarray | None = None
-    n = 0
-    for p in paths:
-        t = pq.read_table(p, columns=["image_id", "embedding"])
-        keep = pc.is_valid(t.column("embedding"))
-        if wanted is not None:
-            keep = pc.and_(keep, pc.is_in(t.column("image_id"), value_set=wanted))
-        t = t.filter(keep)
-        if not t.num_rows:
-            continue
-        ids.append(t.column("image_id").to_numpy(zero_copy_only=False).astype(str))
-        mat = _embedding_matrix(t.column("embedding"))
-        if wanted is None:
-            mats.append(mat)
-            continue
-        if out is None:
-            out = np.empty((len(wanted), mat.shape[1]), np.float32)
-        out[n:n + len(mat)] = mat
-        n += len(mat)
-    if not ids:
-        return np.zeros(0, dtype=str), np.zeros((0, 0), np.float32)
-    return np.concatenate(ids), (out[:n] if out is not None else np.concatenate(mats))
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray, chunk: int = 65_536) -> np.ndarray:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from facecast.embed.read import load_embeddings
 from facecast.evaluate.metrics import roc_points, verification_metrics
 from facecast.evaluate.plots import plot_det, plot_roc
 from facecast.evaluate.protocols import (
@@ -41,8 +42,8 @@ from facecast.evaluate.protocols import (
     load_protocol,
     stratified_folds,
 )
-from facecast.evaluate.scoring import load_embeddings, score_pairs
-from facecast.parquet_io import read_provenance, write_parquet
+from facecast.evaluate.scoring import score_pairs
+from facecast.io.parquet_io import read_provenance, write_parquet
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facecast.atomic import write_text
-from facecast.html_tables import markdown_html, write_html_page
-from facecast.parquet_io import read_parquet, write_parquet
+from facecast.io.atomic import write_text
+from facecast.io.parquet_io import read_parquet, write_parquet
+from facecast.report.html_tables import markdown_html, write_html_page
 
 
 def collect_metrics(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:

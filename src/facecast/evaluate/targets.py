@@ -119,6 +119,19 @@ def eval_benchmarks(config: Mapping[str, Any], ds: str) -> list[str]:
     return out + [n for n in imps if _import_applies(config, n, ds)]
 
 
+def evaluated_protocols(config: Mapping[str, Any]) -> list[str]:
+    """Every protocol evaluated on some dataset (``evaluate.benchmarks``, else the mined
+    benchmarks, ``lfw`` and imports that apply), in order: what later stages assess when
+    their own ``protocols`` list is empty."""
+    listed = [str(b) for b in (config.get("evaluate", {}) or {}).get("benchmarks", []) or []]
+    if listed:
+        return listed
+    out: list[str] = []
+    for ds in config.get("datasets", {}) or {}:
+        out += [b for b in eval_benchmarks(config, ds) if b not in out]
+    return out
+
+
 def protocol_path(config: Mapping[str, Any], ds: str, bench: str) -> str:
     """The pair protocol Parquet of benchmark ``bench`` on ``ds``."""
     if bench in benchmark_names(config):

@@ -1,4 +1,6 @@
-"""Parse-time check: every crop a configured stage reads is a crop the faces stage stores.
+"""Config checks of the faces stage, run before any job: MTCNN weights in
+``faces.weights_dir``, and every crop a configured stage reads is a crop the faces stage
+stores.
 
 ``faces.crops`` says which aligned crops the faces stage writes (``arcface``, ``facenet``).
 Leaving one out is the fast choice for pre-aligned input (the ArcFace crop alone is the
@@ -9,9 +11,10 @@ null crops in every row. This check names the key that reads it before any job r
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from facecast.config_util import section
+from facecast.config.util import module_constant, section
 from facecast.faces.config import CROP_KINDS
 
 #: the crop each embedding backend reads (``onnx`` reads its ``crop`` option)
@@ -42,11 +45,25 @@ def crop_readers(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     return readers
 
 
+def weight_errors(config: Mapping[str, Any]) -> list[str]:
+    """``faces.weights_dir`` (when set) holds MTCNN's three networks."""
+    wdir = str(section(config, "faces").get("weights_dir") or "")
+    if not wdir:
+        return []
+    files = module_constant("facecast.faces.detect", "MTCNN_FILES")
+    missing = [f for f in files.values() if not (Path(wdir) / f).is_file()]
+    if not missing:
+        return []
+    return [f"faces.weights_dir: {wdir!r} lacks MTCNN's {', '.join(missing)}; copy them from "
+            "facenet-pytorch's data folder or set faces.weights_dir: \"\" (the bundled ones)"]
+
+
 def config_errors(config: Mapping[str, Any]) -> list[str]:
-    """Errors for crops that a configured stage reads but ``faces.crops`` does not store."""
+    """MTCNN weights, and crops that a configured stage reads but ``faces.crops`` does not
+    store."""
     stored = section(config, "faces").get("crops", list(CROP_KINDS))
     stored = [str(c) for c in (stored or [])]
-    errors = []
+    errors = weight_errors(config)
     for crop, key in crop_readers(config):
         if crop in CROP_KINDS and crop not in stored:
             errors.append(f"faces.crops: {stored} lacks {crop!r}, which {key} reads; add "

@@ -15,7 +15,7 @@ and no detector is loaded.
 
 Images come from files under the dataset root, or, for container datasets (RecordIO,
 insightface ``.bin``), from locators ``<file>#<index>`` read by random access
-(:mod:`facecast.faces.sources`).
+(:mod:`facecast.datasets.sources`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ import pyarrow as pa
 import torch
 from tqdm import tqdm
 
+from facecast.datasets.manifest import read_shard
+from facecast.datasets.sources import fetch_bytes, split_locator
 from facecast.faces.align import (
     align_arcface,
     center_square_box,
@@ -48,9 +50,7 @@ from facecast.faces.config import FacesConfig
 from facecast.faces.crops import encode_png
 from facecast.faces.decode import DecodedImage, read_image
 from facecast.faces.detect import Detections, FaceDetector, select_face
-from facecast.faces.sources import fetch_bytes, split_locator
-from facecast.manifest import read_shard
-from facecast.parquet_io import ParquetStreamWriter, read_provenance
+from facecast.io.parquet_io import ParquetStreamWriter, read_provenance
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from facecast.fairness.groups import annotate_pairs, image_labels, parse_specs
-from facecast.parquet_io import read_parquet
+from facecast.io.parquet_io import read_parquet
 
 
 def read_scored_pairs(path: str | os.PathLike) -> pd.DataFrame:

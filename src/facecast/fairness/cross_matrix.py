@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from facecast.fairness.threshold import binomial_interval
-from facecast.figures import pyplot, save_figure
+from facecast.report.figures import pyplot, save_figure
 
 MATRIX_COLUMNS = ["attribute", "threshold_name", "threshold", "value_i", "value_j",
                   "n_impostor", "false_matches", "fmr", "fmr_lo", "fmr_hi", "fmr_text"]

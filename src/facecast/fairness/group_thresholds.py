@@ -30,7 +30,7 @@ import pandas as pd
 
 from facecast.evaluate.bands import percentile_band, replicate_weights
 from facecast.fairness.threshold import fmr_resolvable, thresholds_at_fmr
-from facecast.figures import pyplot, save_figure
+from facecast.report.figures import pyplot, save_figure
 
 
 def threshold_at_fmr(impostor_scores: np.ndarray, target: float) -> float:

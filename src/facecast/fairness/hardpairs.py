@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow.dataset as pads
 from PIL import Image, ImageDraw
 
-from facecast.atomic import atomic_path
+from facecast.io.atomic import atomic_path
 
 TILE = 112
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from facecast.atomic import write_text
+from facecast.io.atomic import write_text
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from facecast.fairness.threshold import disparity_arrays
-from facecast.figures import pyplot, save_figure
+from facecast.report.figures import pyplot, save_figure
 
 
 def plot_rates_vs_threshold(sweep: pd.DataFrame, thresholds: pd.DataFrame,

@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facecast.atomic import write_text
 from facecast.fairness.bias import fairface_bias, legitimate_subsets
 from facecast.fairness.bootstrap import bootstrap
 from facecast.fairness.groups import annotate_pairs, image_labels, parse_specs
@@ -55,8 +54,9 @@ from facecast.fairness.threshold import (
     sweep_rates,
     thresholds_at_fmr,
 )
-from facecast.html_tables import write_markdown_html
-from facecast.parquet_io import read_parquet, write_parquet
+from facecast.io.atomic import write_text
+from facecast.io.parquet_io import read_parquet, write_parquet
+from facecast.report.html_tables import write_markdown_html
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Which fairness outputs a config asks for (used by workflow/rules/fairness.smk).
 
-Models: ``fairness.models``, else the names of ``evaluate.models`` (a list, or a mapping's
-keys). Protocols: ``fairness.protocols``, else the names of ``evaluate.benchmarks``.
+Models: ``fairness.models``, else the evaluated models (``evaluate.models``, else every
+embed model). Protocols: ``fairness.protocols``, else every evaluated protocol.
 Imported systems (``fairness.imports``) join the models of their own protocol. Datasets:
 ``fairness.datasets``, else all. ``fairness.enabled: false`` asks for no fairness output.
 """
@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from facecast.config_util import name_list
-from facecast.shard_index import FACES_INDEX
+from facecast.config.util import name_list
+from facecast.evaluate.targets import eval_benchmarks, eval_models, evaluated_protocols
+from facecast.io.shard_index import FACES_INDEX
 
-_names = name_list  # one definition: facecast.config_util.name_list
+_names = name_list  # one definition: facecast.config.util.name_list
 
 
 def imports(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -25,15 +26,15 @@ def imports(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def protocols(config: Mapping[str, Any]) -> list[str]:
-    """Evaluated protocols the fairness stage assesses."""
+    """Evaluated protocols the fairness stage assesses: ``fairness.protocols``, else every
+    evaluated protocol (:func:`facecast.evaluate.targets.evaluated_protocols`)."""
     return (_names((config.get("fairness") or {}).get("protocols"))
-            or _names((config.get("evaluate") or {}).get("benchmarks")))
+            or evaluated_protocols(config))
 
 
 def models(config: Mapping[str, Any], protocol: str) -> list[str]:
     """Models assessed on ``protocol``: the configured ones, then imported systems."""
-    out = (_names((config.get("fairness") or {}).get("models"))
-           or _names((config.get("evaluate") or {}).get("models")))
+    out = _names((config.get("fairness") or {}).get("models")) or eval_models(config)
     out = list(out) if protocol in protocols(config) else []
     out += [m for m, imp in imports(config).items()
             if imp["protocol"] == protocol and m not in out]
@@ -50,13 +51,17 @@ def scores_path(config: Mapping[str, Any], ds: str, model: str, protocol: str) -
 
 def targets(config: Mapping[str, Any], ds: str, datasets: Sequence[str]) -> list[str]:
     """Default outputs for dataset ``ds``: each report and each protocol's leaderboard
-    (none at all when ``fairness.enabled`` is false)."""
-    if not (config.get("fairness") or {}).get("enabled", True):
+    (none at all when ``fairness.enabled`` is false or no protected attribute is set; the
+    plan says why, see :func:`facecast.fairness.checks.fill_defaults`)."""
+    fcfg = config.get("fairness") or {}
+    if not fcfg.get("enabled", True) or not fcfg.get("protected"):
         return []
     wanted = (config.get("fairness") or {}).get("datasets") or list(datasets)
     if ds not in wanted:
         return []
-    names = protocols(config) + [imp["protocol"] for imp in imports(config).values()]
+    here = set(eval_benchmarks(config, ds))
+    names = ([p for p in protocols(config) if p in here]
+             + [imp["protocol"] for imp in imports(config).values()])
     out = []
     for protocol in dict.fromkeys(names):
         ms = models(config, protocol)

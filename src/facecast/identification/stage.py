@@ -26,17 +26,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facecast.atomic import write_text
-from facecast.evaluate.scoring import load_embeddings
+from facecast.embed.read import load_embeddings
 from facecast.fairness.annotate import spec_columns
 from facecast.fairness.groups import image_labels, parse_specs
 from facecast.fairness.stage import load_attributes
-from facecast.figures import pyplot, save_figure
-from facecast.html_tables import frame_html, write_html_page
 from facecast.identification.metrics import cmc, det_curve, fnir, fnir_at_fpir, fpir
 from facecast.identification.protocol import build_protocol, protocol_counts
 from facecast.identification.search import search
-from facecast.parquet_io import read_parquet, write_parquet
+from facecast.io.atomic import write_text
+from facecast.io.parquet_io import read_parquet, write_parquet
+from facecast.report.figures import pyplot, save_figure
+from facecast.report.html_tables import frame_html, write_html_page
 
 log = logging.getLogger(__name__)
 

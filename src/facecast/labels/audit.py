@@ -33,7 +33,8 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 
-from facecast.atomic import write_text
+from facecast.io.atomic import write_text
+from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.labels.agreement import (
     cohen_kappa,
     fleiss_kappa_by_group,
@@ -51,7 +52,6 @@ from facecast.labels.plots import (
 )
 from facecast.labels.rules import evaluate_rules, rules_from_config
 from facecast.labels.suspects import identity_suspects, oof_probabilities, rank_suspects
-from facecast.parquet_io import read_parquet, write_parquet
 
 __all__ = ["AUDIT_DEFAULTS", "binary_attributes", "group_skew", "phi_matrix", "run_audit"]
 
@@ -405,7 +405,7 @@ def _write_empty(out: Path, table: pd.DataFrame, reason: str,
                   provenance=prov)
     write_text(out / "summary.md", f"# Label audit\n\n{reason}\n")
     write_html(out / "report.html", "Label audit", [("Status", reason)])
-    from facecast.figures import pyplot, save_figure
+    from facecast.report.figures import pyplot, save_figure
 
     for name in ("kappa", "f1_vs_prevalence", "phi", "measurements", "suspects_grid"):
         fig, ax = pyplot().subplots(figsize=(5, 1.5))

@@ -8,11 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from facecast.labels.noise import validate_noise_spec
-from facecast.labels.rules import RULE_SETS, validate_rules
-from facecast.shard_index import EMBED_INDEX, FACES_INDEX
+from facecast.io.shard_index import EMBED_INDEX, FACES_INDEX
 
-__all__ = ["AUDIT_FILES", "DESCRIBE_FILES", "FEATURES_FILES", "audit_inputs", "config_errors",
+__all__ = ["AUDIT_FILES", "DESCRIBE_FILES", "FEATURES_FILES", "audit_inputs",
            "default_targets", "describe_inputs", "enabled", "report_kw"]
 
 AUDIT_FILES = ["metrics.parquet", "metrics.csv", "rules.csv", "flags.parquet", "kappa.csv",
@@ -49,57 +47,6 @@ def default_targets(config: Mapping[str, Any], ds: str) -> list[str]:
     if enabled(config, "describe"):
         out += [f"results/{ds}/describe/{f}" for f in DESCRIBE_FILES + DESCRIBE_FIGURES]
     return out
-
-
-def config_errors(config: Mapping[str, Any]) -> list[str]:
-    """Problems in the ``audit``, ``features`` and ``describe`` sections (each names its key).
-
-    Also checks every synthetic dataset's ``label_noise`` spec.
-    """
-    errs: list[str] = []
-    audit = config.get("audit") or {}
-    feats = config.get("features") or {}
-    desc = config.get("describe") or {}
-    models = set((config.get("embed") or {}).get("models") or {})
-    rs = audit.get("rule_set", "none")
-    if rs not in RULE_SETS:
-        errs.append(f"audit.rule_set: unknown {rs!r}; known: {sorted(RULE_SETS)}")
-    errs += validate_rules(audit.get("rules") or {})
-    emb = (audit.get("model") or {}).get("embedding", "")
-    if emb and emb not in models and enabled(config, "audit"):
-        errs.append(f"audit.model.embedding: {emb!r} is not an embed.models entry "
-                    f"({sorted(models)})")
-    if int((audit.get("model") or {}).get("folds", 3)) < 2:
-        errs.append("audit.model.folds: needs at least 2 folds")
-    for key in ("min_kappa", "min_f1"):
-        v = audit.get(key)
-        if v is not None and not -1.0 <= float(v) <= 1.0:
-            errs.append(f"audit.{key}: {v} is not in [-1, 1]")
-    inv = audit.get("invariant") or []
-    names = audit.get("attributes") or []
-    if names and set(inv) - set(names):
-        errs.append(f"audit.invariant: {sorted(set(inv) - set(names))} not in audit.attributes")
-    lo, hi = float(feats.get("low", 0.1)), float(feats.get("high", 0.9))
-    if not 0.0 < lo < hi < 1.0:
-        errs.append(f"features.low/high: need 0 < low < high < 1, got {lo}, {hi}")
-    if feats.get("reference", "all") not in ("all", "train", "test"):
-        errs.append(f"features.reference: {feats.get('reference')!r} is not all | train | test")
-    if desc.get("source", "audit") not in ("audit", "labels", "columns"):
-        errs.append(f"describe.source: {desc.get('source')!r} is not audit | labels | columns")
-    if enabled(config, "describe") and desc.get("source", "audit") == "audit" \
-            and not enabled(config, "audit"):
-        errs.append("describe.source: 'audit' needs audit.enabled: true (or source labels)")
-    if desc.get("source") == "columns" and not desc.get("columns"):
-        errs.append("describe.columns: source 'columns' needs attribute -> column entries")
-    if not 0.0 <= float(desc.get("drop_rate", 0.0)) < 1.0:
-        errs.append(f"describe.drop_rate: {desc.get('drop_rate')} is not in [0, 1)")
-    if int(desc.get("gallery_size", 128)) < 2:
-        errs.append("describe.gallery_size: needs at least 2")
-    for name, ds in (config.get("datasets") or {}).items():
-        spec = ((ds or {}).get("synthetic") or {}).get("label_noise")
-        if spec:
-            errs += [f"datasets.{name}.synthetic.{e}" for e in validate_noise_spec(spec)]
-    return errs
 
 
 def audit_inputs(config: Mapping[str, Any], ds: str, per_shard=None) -> dict[str, Any]:

@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.labels.features import PROMINENT_WORDS
 from facecast.labels.html import write_html
 from facecast.labels.metrics import best_f1_threshold
 from facecast.labels.rules import rule_attributes, violates
-from facecast.parquet_io import read_parquet, write_parquet
 
 __all__ = ["DEFAULT_PHRASES", "DESCRIBE_DEFAULTS", "Facts", "caption_verification",
            "compose", "describe_row", "parse_description", "resolve_contradictions",

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.labels.html import write_html
 from facecast.labels.landmarks import (
     MEASURES,
@@ -35,7 +36,6 @@ from facecast.labels.landmarks import (
     load_predictor,
     measurements,
 )
-from facecast.parquet_io import read_parquet, write_parquet
 
 __all__ = ["FEATURES_DEFAULTS", "PROMINENT_WORDS", "icc1", "percentile_of",
            "prominent_labels", "run_features_merge", "run_features_shard", "shrink"]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from facecast.atomic import write_text
+from facecast.io.atomic import write_text
 
 __all__ = ["write_html"]
 

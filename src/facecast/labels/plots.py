@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 from PIL import Image, ImageDraw
 
-from facecast.atomic import atomic_path
-from facecast.figures import pyplot, save_figure
+from facecast.io.atomic import atomic_path
+from facecast.report.figures import pyplot, save_figure
 
 __all__ = ["f1_prevalence_plot", "kappa_plot", "measurement_plot", "phi_plot", "suspects_grid"]
 

@@ -28,13 +28,11 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from facecast.atomic import write_text
 from facecast.evaluate.bands import percentile_band, replicate_weights
 from facecast.fairness.annotate import labelled_pairs, read_scored_pairs, spec_columns
 from facecast.fairness.stage import load_attributes
-from facecast.figures import pyplot, save_figure
-from facecast.html_tables import frame_html, write_html_page
-from facecast.parquet_io import read_metadata, write_parquet
+from facecast.io.atomic import write_text
+from facecast.io.parquet_io import read_metadata, write_parquet
 from facecast.quality.columns import RANDOM_CONTROL, orient, random_control, select_columns
 from facecast.quality.edc import (
     edc_curve,
@@ -49,6 +47,8 @@ from facecast.quality.edc import (
     threshold_from_fnmr,
     weighted_edc_on_grid,
 )
+from facecast.report.figures import pyplot, save_figure
+from facecast.report.html_tables import frame_html, write_html_page
 
 log = logging.getLogger(__name__)
 ERROR_TYPES = {"fnm": True, "fm": False}  # error type -> mated comparisons?

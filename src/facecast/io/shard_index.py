@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from facecast.parquet_io import read_parquet, write_parquet
+from facecast.io.parquet_io import read_parquet, write_parquet
 
 INDEX_COLUMNS = ["shard", "file", "n_rows", "n_ok"]
 #: where the pipeline keeps its indexes (``str.format`` patterns, Snakemake wildcards)

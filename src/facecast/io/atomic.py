@@ -7,8 +7,8 @@ such as ``torch.save``'s archive prefix, write the same bytes as under the real 
 and renames it onto the target when the block ends without an error. On an error the
 temporary is removed; a killed job leaves it in ``.tmp/``, where no glob over the
 target's folder (``faces/*.parquet``) and no stage sees it, and the next write of the
-same target removes it. Parquet (:mod:`facecast.parquet_io`), figures
-(:mod:`facecast.figures`) and text outputs (:func:`write_text`) all go through it.
+same target removes it. Parquet (:mod:`facecast.io.parquet_io`), figures
+(:mod:`facecast.report.figures`) and text outputs (:func:`write_text`) all go through it.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from facecast.atomic import write_text
-from facecast.figures import pyplot, save_figure
+from facecast.io.atomic import write_text
+from facecast.report.figures import pyplot, save_figure
 
 SUMMARY_COLUMNS = ["table", "name", "count", "fraction"]
 

@@ -1,7 +1,8 @@
-"""Small helpers shared by the parse-time config checks (:mod:`facecast.config_check`).
+"""Small helpers shared by the parse-time config checks (:mod:`facecast.config.check`) and
+the stages' own ``checks`` modules.
 
-Nothing here imports torch: constants of model modules are read from their source
-(:func:`module_constant`), backend options from the constructors' source
+Nothing here imports torch or a stage: constants of model modules are read from their
+source (:func:`module_constant`), constructor options from the source too
 (:func:`constructor_options`).
 """
 
@@ -10,24 +11,29 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
-import re
 from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-#: a celeba40 checkpoint path that the attribute_model rule builds in this run
-TRAINED_CHECKPOINT_RE = re.compile(r"^(\./)?results/[^/]+/attribute_model/checkpoint\.pt$")
 #: constructor parameters that are not user options of an embedding backend
 _NOT_OPTIONS = {"self", "name", "device", "amp", "threads"}
 
 _WARNINGS: list[str] = []
+_NOTES: list[str] = []
 
 
 def warn(message: str) -> None:
-    """Record a warning of the current check run (printed by :func:`facecast.config_check.check_config`)."""
+    """Record a warning of the current check run (printed by :func:`facecast.config.check.check_config`)."""
     if message not in _WARNINGS:
         _WARNINGS.append(message)
+
+
+def note(message: str) -> None:
+    """Record a note that explains errors of the current run (e.g. one dataset's known
+    columns); printed once after the error list, however many errors refer to it."""
+    if message not in _NOTES:
+        _NOTES.append(message)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -96,19 +102,6 @@ def constructor_options(module: str, cls: str) -> tuple[list[str], list[str]]:
     raise KeyError(f"{module} has no class {cls} with an __init__")
 
 
-def backend_options(backend: str) -> tuple[set[str], set[str]]:
-    """(allowed model keys, required model keys) of an embedding backend."""
-    from facecast.embed.registry import BACKENDS, FITTED_BACKENDS, NON_OPTIONS
-
-    module, cls = BACKENDS[backend]
-    options, required = constructor_options(module, cls)
-    allowed = {"backend", *options}
-    if backend in FITTED_BACKENDS:
-        allowed |= set(NON_OPTIONS)
-        required = [r for r in required if r != "weights"]  # the pipeline's fit
-    return allowed, set(required)
-
-
 def torch_home() -> Path:
     """``$TORCH_HOME``, else ``$XDG_CACHE_HOME/torch``, else ``~/.cache/torch`` (torch's rule)."""
     default = os.path.join(os.getenv("XDG_CACHE_HOME", "~/.cache"), "torch")
@@ -140,17 +133,24 @@ def fairness_enabled(config: Mapping[str, Any]) -> bool:
     return bool(section(config, "fairness").get("enabled", True))
 
 
-def active_scorers_of(config: Mapping[str, Any], errors: list[str]) -> list[str]:
-    from facecast.attributes.targets import active_scorers
+def protocol_names(config: Mapping[str, Any]) -> list[str]:
+    """Every protocol an evaluation can be asked for: mined benchmarks, ``lfw`` (when a
+    dataset has a pairs file) and ``evaluate.imports``."""
+    out = name_list(section(config, "benchmarks"))
+    if any(spec.get("pairs") for spec in datasets_of(config).values()):
+        out.append("lfw")
+    return out + [n for n in name_list(section(section(config, "evaluate"), "imports"))
+                  if n not in out]
 
-    try:
-        return active_scorers(section(config, "attributes"))
-    except ValueError as exc:
-        errors.append(str(exc))
-        return [s for s in name_list(section(config, "attributes").get("scorers"))
-                if s != "pyiqa"]
+
+def embed_model_names(config: Mapping[str, Any]) -> list[str]:
+    """Names of ``embed.models`` (the schema default's when the section is absent)."""
+    return name_list(section(config, "embed").get("models", {"lbp": {}, "dlib": {}}))
 
 
-def celeba40_trained(config: Mapping[str, Any]) -> bool:
-    weights = str(section(section(config, "attributes"), "celeba40").get("weights") or "")
-    return not weights or bool(TRAINED_CHECKPOINT_RE.match(weights))
+def need_file(errors: list[str], key: str, path: Any, what: str = "file") -> None:
+    """Append an error naming ``key`` when ``path`` is not a file."""
+    p = Path(str(path))
+    if not p.is_file():
+        errors.append(f"{key}: {what} {str(path)!r} does not exist "
+                      f"(looked at {p.absolute()})")

@@ -5,7 +5,7 @@ Every artifact carries provenance in its schema metadata under the key ``facecas
 checksum where a model ran). Writes are atomic: the table goes to a temporary file in a
 hidden ``.tmp/`` folder beside the target and is renamed into place, so an interrupted job
 never leaves a partial Parquet that a later stage (or a ``faces/*.parquet`` glob) could
-read as complete; see :mod:`facecast.atomic`.
+read as complete; see :mod:`facecast.io.atomic`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from facecast import __version__
-from facecast.atomic import atomic_path, discard_temp, prepare_temp
+from facecast.io.atomic import atomic_path, discard_temp, prepare_temp
 
 PROVENANCE_KEY = b"facecast"
 

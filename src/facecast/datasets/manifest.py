@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from facecast.parquet_io import read_metadata, write_parquet
+from facecast.io.parquet_io import read_metadata, write_parquet
 
 MANIFEST_COLUMNS = [
     "image_id", "path", "identity", "split", "shard", "exclude",

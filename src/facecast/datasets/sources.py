@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from facecast.manifest import DatasetError
+from facecast.datasets.manifest import DatasetError
 
 #: Dataset kinds whose manifest paths are locators into one container file.
 CONTAINER_KINDS = ("recordio", "insightface_bin")

@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from facecast.parquet_io import PROVENANCE_KEY
+from facecast.io.parquet_io import PROVENANCE_KEY
 
 
 def parquet_files(path: str | os.PathLike) -> list[Path]:

@@ -2,7 +2,7 @@
 
 :func:`pyplot` selects matplotlib's Agg backend (no display on clusters) before handing
 out ``matplotlib.pyplot``. :func:`save_figure` writes a figure like
-:func:`facecast.parquet_io.write_parquet` writes tables: to a hidden temporary name
+:func:`facecast.io.parquet_io.write_parquet` writes tables: to a hidden temporary name
 beside the target, renamed into place when complete, so an interrupted job never leaves
 a half-written PNG under its real name. Creation dates and software versions are left
 out of the file metadata, and SVG ids (clip paths, glyphs) are hashed with a fixed salt
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from facecast.atomic import atomic_path
+from facecast.io.atomic import atomic_path
 
 #: metadata keys that would change between runs (per output format)
 _STABLE_METADATA = {".png": {"Software": None}, ".svg": {"Date": None, "Creator": None},

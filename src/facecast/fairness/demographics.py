@@ -31,7 +31,6 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from facecast.atomic import write_text
 from facecast.evaluate.bands import group_rate_band_table, roc_band_table
 from facecast.fairness.annotate import (
     attribute_names,
@@ -49,9 +48,10 @@ from facecast.fairness.group_thresholds import (
 )
 from facecast.fairness.stage import load_attributes
 from facecast.fairness.threshold import fmr_resolvable, unresolved_note
-from facecast.figures import pyplot, save_figure
-from facecast.html_tables import frame_html, write_html_page
-from facecast.parquet_io import write_parquet
+from facecast.io.atomic import write_text
+from facecast.io.parquet_io import write_parquet
+from facecast.report.figures import pyplot, save_figure
+from facecast.report.html_tables import frame_html, write_html_page
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from facecast.atomic import write_text
+from facecast.io.atomic import write_text
 
 STYLE = """
 body { font-family: sans-serif; font-size: 14px; margin: 1em; color: #222; }

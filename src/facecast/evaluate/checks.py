@@ -1,0 +1,51 @@
+"""Config checks of the evaluate stage, run before any job: the models and protocols it
+names exist, and every imported protocol's file or folder is there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from facecast.config.util import (
+    datasets_of,
+    embed_model_names,
+    listing,
+    name_list,
+    protocol_names,
+    section,
+)
+
+
+def unknown_names(key: str, listed: list[str], known: list[str], what: str,
+                  hint: str = "") -> list[str]:
+    """One error per name of ``listed`` (at ``key``) that is not in ``known``."""
+    return [f"{key}[{i}]: unknown {what} {name!r}; known: {listing(known)}"
+            + (f" ({hint})" if hint else "")
+            for i, name in enumerate(listed) if name not in known]
+
+
+def config_errors(config: Mapping[str, Any]) -> list[str]:
+    """``evaluate.models`` / ``benchmarks`` / ``imports.*.datasets`` exist; import files
+    exist."""
+    ev = section(config, "evaluate")
+    errors = unknown_names("evaluate.models", name_list(ev.get("models")),
+                           embed_model_names(config), "embed model", "embed.models")
+    errors += unknown_names("evaluate.benchmarks", name_list(ev.get("benchmarks")),
+                            protocol_names(config), "protocol",
+                            "benchmarks, lfw for datasets with a pairs file, evaluate.imports")
+    datasets = list(datasets_of(config))
+    for name, imp in section(ev, "imports").items():
+        imp = imp or {}
+        errors += unknown_names(f"evaluate.imports.{name}.datasets",
+                                name_list(imp.get("datasets")), datasets, "dataset")
+        path = Path(str(imp.get("path", "")))
+        fmt = imp.get("format", "cast_lists")
+        if fmt == "cast_lists" and not path.is_dir():
+            errors.append(f"evaluate.imports.{name}.path: folder {str(path)!r} of .list files "
+                          "does not exist")
+        elif fmt == "lfw_pairs" and not path.is_file():
+            errors.append(f"evaluate.imports.{name}.path: pairs file {str(path)!r} does not "
+                          "exist")
+    return errors

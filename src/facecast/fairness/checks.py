@@ -1,0 +1,218 @@
+"""Config checks of the fairness stage, run before any job, and its defaults derived from
+what the run produces.
+
+:func:`fill_defaults` (run before the checks, see :func:`facecast.config.load.resolve_config`):
+when the user's config leaves ``fairness.protected``, ``fairness.legitimate`` or
+``fairness.soft_attributes`` out, they come from columns this run will have in every
+assessed dataset - gender from a P(male) column (the ``age_gender`` or ``fairface``
+scorer, or a dataset label), age from an age estimate, pose from the native scorer's
+``yaw``. No default names a column only the demo has. Without a protected attribute the
+stage is skipped, and the plan says why and which key turns it on.
+
+:func:`config_errors`: names (datasets, models, protocols, the threshold protocol), the
+"off" spellings users try, import files, bins, and every column the section names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from facecast.config.columns import check_references, known_columns
+from facecast.config.util import (
+    datasets_of,
+    embed_model_names,
+    fairness_enabled,
+    listing,
+    module_constant,
+    name_list,
+    need_file,
+    protocol_names,
+    section,
+)
+
+#: candidate columns per derived attribute, in order of preference
+GENDER_COLUMNS = ("age_gender_male", "fairface_male", "label_male", "label_Male")
+AGE_COLUMNS = ("age_gender_age", "label_age")
+POSE_COLUMNS = ("yaw",)
+#: what turns each candidate on, for the plan's hint
+SOURCES = {"age_gender_male": "attributes.scorers: age_gender",
+           "age_gender_age": "attributes.scorers: age_gender",
+           "fairface_male": "attributes.scorers: fairface",
+           "yaw": "attributes.scorers: native"}
+#: spellings of "nothing" that users put into name lists
+OFF_WORDS = {"none", "off", "false", "no", "null", "disabled", "0"}
+
+FAIRFACE_RACES_MODULE = "facecast.attributes.heads"
+
+
+def assessed_datasets(config: Mapping[str, Any]) -> list[str]:
+    """``fairness.datasets`` (the known ones), else every dataset."""
+    all_ds = list(datasets_of(config))
+    return [d for d in name_list(section(config, "fairness").get("datasets"))
+            if d in all_ds] or all_ds
+
+
+def _common_columns(config: Mapping[str, Any]) -> set[str] | None:
+    """Columns every assessed dataset will have (None when no dataset's are certain)."""
+    known = known_columns(config)
+    sets = [known.get(ds) for ds in assessed_datasets(config)]
+    sets = [s for s in sets if s is not None]
+    if not sets:
+        return None
+    return set.intersection(*sets)
+
+
+def _first(candidates: tuple[str, ...], have: set[str]) -> str | None:
+    return next((c for c in candidates if c in have), None)
+
+
+def derived_groups(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the run's columns offer: ``{"protected": .., "legitimate": .., "soft_attributes":
+    ..}`` (each possibly empty)."""
+    have = _common_columns(config) or set()
+    gender = _first(GENDER_COLUMNS, have)
+    age = _first(AGE_COLUMNS, have)
+    pose = _first(POSE_COLUMNS, have)
+    protected: dict[str, Any] = {}
+    legitimate: dict[str, Any] = {}
+    soft: dict[str, Any] = {}
+    if gender:
+        protected["gender"] = {"column": gender, "bins": [0.5], "labels": ["female", "male"]}
+        female = "fairface_female" if gender == "fairface_male" else f"1-{gender}"
+        soft["gender"] = {"categories": {"male": gender, "female": female},
+                          "pair_prob": "product"}
+    races = [f"fairface_{r}" for r in module_constant(FAIRFACE_RACES_MODULE, "FAIRFACE_RACES")]
+    if all(r in have for r in races):
+        soft["race"] = {"categories": {r.removeprefix("fairface_"): r for r in races},
+                        "pair_prob": "product"}
+    if age:
+        legitimate["age"] = {"column": age, "bins": [35, 65], "labels": ["A0", "A1", "A2"]}
+    if pose:
+        legitimate["pose"] = {"column": pose, "abs": True, "bins": [15], "labels": ["P0", "P1"]}
+    return {"protected": protected, "legitimate": legitimate, "soft_attributes": soft}
+
+
+def _describe(groups: Mapping[str, Any]) -> str:
+    parts = []
+    for name, spec in groups.items():
+        cols = [spec["column"]] if "column" in spec else list(spec["categories"].values())
+        src = sorted({SOURCES[c] for c in cols if c in SOURCES})
+        parts.append(f"{name} from {', '.join(cols)}" + (f" ({'; '.join(src)})" if src else ""))
+    return "; ".join(parts)
+
+
+def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
+    """Fill the fairness keys the user left out (``absent`` holds their key paths) from
+    the run's columns; return plan lines saying what was derived or why the stage is
+    skipped."""
+    if not fairness_enabled(config):
+        return ["fairness: off (fairness.enabled: false)"]
+    fcfg = config.setdefault("fairness", {})
+    derived = derived_groups(config)
+    lines: list[str] = []
+    for key in ("protected", "legitimate", "soft_attributes"):
+        if f"fairness.{key}" in absent and not fcfg.get(key):
+            fcfg[key] = derived[key]
+            if derived[key]:
+                lines.append(f"fairness.{key}: derived - {_describe(derived[key])}")
+    if not fcfg.get("protected"):
+        how = ("set fairness.protected (e.g. gender: {column: <P(male) column>, bins: [0.5], "
+               "labels: [female, male]}) or add age_gender to attributes.scorers")
+        lines.append(f"fairness: skipped - no protected attribute (fairness.protected is "
+                     f"empty and no column of this run can stand for one); {how}")
+    return lines
+
+
+def is_active(config: Mapping[str, Any]) -> bool:
+    """Whether the fairness stage runs: enabled and at least one protected attribute."""
+    return fairness_enabled(config) and bool(section(section(config, "fairness"), "protected"))
+
+
+def _unknown(key: str, listed: list[str], known: list[str], what: str,
+             hint: str = "") -> list[str]:
+    out = []
+    for i, name in enumerate(listed):
+        if name in known:
+            continue
+        if name.strip().lower() in OFF_WORDS:
+            out.append(f"{key}[{i}]: {name!r} is not a {what}; to switch the fairness stage "
+                       "off write fairness.enabled: false ([] means all)")
+            continue
+        out.append(f"{key}[{i}]: unknown {what} {name!r}; known: {listing(known)}"
+                   + (f" ({hint})" if hint else ""))
+    return out
+
+
+def name_errors(config: Mapping[str, Any]) -> list[str]:
+    """Datasets, models, protocols and the threshold protocol the section names exist."""
+    fcfg = section(config, "fairness")
+    imports = section(fcfg, "imports")
+    protocols = protocol_names(config)
+    fprot = list(dict.fromkeys(protocols + [str((v or {}).get("protocol", "challenge"))
+                                            for v in imports.values()]))
+    errors = _unknown("fairness.datasets", name_list(fcfg.get("datasets")),
+                      list(datasets_of(config)), "dataset")
+    errors += _unknown("fairness.models", name_list(fcfg.get("models")),
+                       embed_model_names(config) + name_list(imports), "model",
+                       "embed.models, fairness.imports")
+    errors += _unknown("fairness.protocols", name_list(fcfg.get("protocols")), fprot,
+                       "protocol", "benchmarks, lfw, evaluate.imports, fairness.imports "
+                       "protocols")
+    dev = str(section(fcfg, "thresholds").get("from_protocol") or "")
+    if dev and dev not in fprot:
+        errors.append(f"fairness.thresholds.from_protocol: unknown protocol {dev!r}; known: "
+                      f"{listing(fprot)}")
+    return errors
+
+
+def bin_errors(config: Mapping[str, Any]) -> list[str]:
+    """Bins ascending, labels matching, bins or values (not both)."""
+    errors: list[str] = []
+    fcfg = section(config, "fairness")
+    for part in ("protected", "legitimate"):
+        for name, spec in section(fcfg, part).items():
+            spec = spec or {}
+            key = f"fairness.{part}.{name}"
+            bins = spec.get("bins")
+            if bins is None:
+                continue
+            if list(bins) != sorted(bins):
+                errors.append(f"{key}.bins: cut points must be ascending, got {bins}")
+            labels = spec.get("labels")
+            if labels and len(labels) != len(bins) + 1:
+                errors.append(f"{key}.labels: {len(bins)} bins need {len(bins) + 1} "
+                              f"labels, got {len(labels)}")
+            if spec.get("values"):
+                errors.append(f"{key}: give either bins (continuous column) or values "
+                              "(categorical column), not both")
+    return errors
+
+
+def column_references(config: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """``(key path, column, datasets)`` of every column the section names."""
+    fcfg = section(config, "fairness")
+    fds = assessed_datasets(config)
+    refs: list[tuple[str, str, list[str]]] = []
+    for part in ("protected", "legitimate"):
+        for name, spec in section(fcfg, part).items():
+            if isinstance(spec, Mapping) and "column" in spec:
+                refs.append((f"fairness.{part}.{name}.column", str(spec["column"]), fds))
+    for name, spec in section(fcfg, "soft_attributes").items():
+        for cat, col in section(spec, "categories").items():
+            col = str(col)
+            col = col[2:].strip() if col.startswith("1-") else col
+            refs.append((f"fairness.soft_attributes.{name}.categories.{cat}", col, fds))
+    return refs
+
+
+def config_errors(config: Mapping[str, Any]) -> list[str]:
+    """The fairness stage's checks (nothing when ``fairness.enabled`` is false)."""
+    if not fairness_enabled(config):
+        return []
+    errors = name_errors(config)
+    for name, imp in section(section(config, "fairness"), "imports").items():
+        for opt in ("predictions", "pairs"):
+            if (imp or {}).get(opt):
+                need_file(errors, f"fairness.imports.{name}.{opt}", imp[opt])
+    return errors + bin_errors(config) + check_references(config, column_references(config))
