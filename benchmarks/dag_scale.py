@@ -1,19 +1,35 @@
 """How long `snakemake -n` takes to build the whole DAG for a WebFace-scale dataset.
 
-Writes a synthetic manifest for N images (default 42M, shard_size 10,000 -> 4,200 shards)
-into a temporary working directory, then times a dry run of every stage and reports the
-peak memory of the Snakemake process. By default the manifest holds one row per shard
-with the full shard list in its footer: building the DAG reads only the footer, so this
-measures exactly what a real 42M-row manifest costs the DAG (use --full to write every
-row anyway). Goal: under 60 s and under 4 GB on 2 cores.
+Writes a synthetic manifest for N images in shards of 10,000 into a temporary working
+directory, then times a dry run of every stage of the config (by default the repository's
+demo config.yaml) and reports the peak memory of the Snakemake process. The default size,
+4.2M images (420 shards), runs in about a minute on 2 cores; ``--full`` gives the
+WebFace42M size of the goal (42M images, 4,200 shards): under 60 s and under 4 GB on
+2 cores.
+
+The dataset is a valid config, checked at parse time like any other: a ``table`` dataset
+whose manifest table (``data/webface.parquet``) carries the label columns of the config's
+own datasets (the demo's synthetic labels), so every benchmark filter, fairness attribute
+and covariate the config names exists. The table holds its header only: the parse-time
+checks read nothing else, and the ingest job never runs, because the sharded manifest it
+would write (``results/web/manifest.parquet``) is already there. That manifest holds one
+row per shard by default, with the full shard list in its footer: building the DAG reads
+only the footer, so this measures exactly what a real 42M-row manifest costs the DAG
+(``--all-rows`` writes every row anyway).
 
 Prints the DAG build time (wall clock, and the CPU time, which a busy machine does not
 inflate), the peak memory, and a table of jobs per rule (with the share of all jobs, and
 the SLURM jobs each rule becomes under the groups of profiles/slurm).
 
-    python benchmarks/dag_scale.py [--images 42000000] [--shard-size 10000] [--full]
-                                   [--profile-groups profiles/slurm/profile.yaml]
-    python benchmarks/dag_scale.py --overlay config/cast11.yaml --models 3   # CAST-sized
+    python benchmarks/dag_scale.py [--n-images 4200000 | --full] [--shard-size 10000]
+                                   [--all-rows] [--profile-groups profiles/slurm/profile.yaml]
+                                   [--config config.yaml] [--overlay more.yaml] [--models N]
+    python benchmarks/dag_scale.py --full --cast   # CAST-sized
+
+``--cast`` is the demo config with config/cast11.yaml merged over it, 3 embed models
+(copies of the first) and the scorers whose columns the C11 benchmarks read (FairFace, a
+CelebA-40 head, pyiqa's PaQ-2-PiQ), their weight files stood in by files that satisfy the
+parse-time checks (a dry run loads no weights).
 
 On a machine with SLURM's client installed but no controller running, every Snakemake
 start waits ~10 s for `scontrol` (the SLURM executor plugin asks it for its config):
@@ -24,111 +40,96 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from facecast.config.columns import dataset_labels  # noqa: E402
 from facecast.datasets.manifest import shard_name  # noqa: E402
 from facecast.io.parquet_io import ParquetStreamWriter  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+#: the WebFace42M size the goal is stated for (``--full``)
+FULL_IMAGES = 42_000_000
+#: the default size: a tenth of it, about a minute on 2 cores
+DEFAULT_IMAGES = 4_200_000
+#: the benchmark's dataset name
+DATASET = "web"
+#: the CAST-sized run (``--cast``): the C11 benchmarks over this many embed models
+CAST_OVERLAY = REPO / "config" / "cast11.yaml"
+CAST_MODELS = 3
+#: the attribute heads' module (weight file names, CelebA-40 labels)
+HEADS = "facecast.attributes.heads"
+#: manifest columns besides the labels (as the ingest writes them)
+MANIFEST_FIELDS = [("image_id", pa.string()), ("path", pa.string()), ("identity", pa.string()),
+                   ("split", pa.string()), ("shard", pa.string()), ("exclude", pa.bool_()),
+                   ("status", pa.string()), ("message", pa.string()),
+                   ("single_image", pa.bool_())]
 
 
-def write_manifest(path: Path, n_images: int, shard_size: int, full: bool) -> int:
+@dataclass
+class DagFigures:
+    """What one benchmark run measured."""
+
+    n_images: int
+    n_shards: int
+    shard_size: int
+    manifest_s: float
+    dag_wall_s: float
+    dag_cpu_s: float
+    peak_gb: float
+    jobs: dict[str, int]
+    slurm_jobs: dict[str, int]
+    config: dict[str, Any] = field(repr=False)
+    plan: list[str] = field(default_factory=list)
+
+    @property
+    def total_jobs(self) -> int:
+        return sum(self.jobs.values())
+
+
+def write_manifest(path: Path, n_images: int, shard_size: int, labels: list[str],
+                   all_rows: bool) -> int:
+    """Write a sharded manifest of ``n_images`` rows (one per shard unless ``all_rows``;
+    the footer always lists every shard and counts every image); return the shard count."""
     n_shards = -(-n_images // shard_size)
     shard_ids = [shard_name(i) for i in range(n_shards)]
-    schema = pa.schema([("image_id", pa.string()), ("path", pa.string()),
-                        ("identity", pa.string()), ("split", pa.string()),
-                        ("shard", pa.string()), ("exclude", pa.bool_()),
-                        ("status", pa.string()), ("message", pa.string()),
-                        ("single_image", pa.bool_())])
+    schema = pa.schema(MANIFEST_FIELDS + [(c, pa.float32()) for c in labels])
     meta = {"facecast.shards": json.dumps(shard_ids), "facecast.shard_size": str(shard_size),
-            "facecast.n_images": str(n_images)}
+            "facecast.n_images": str(n_images),
+            "facecast.status_counts": json.dumps({"ok": n_images})}
     with ParquetStreamWriter(path, schema, provenance={"stage": "manifest", "synthetic": True},
                              metadata=meta) as w:
         for s, sid in enumerate(shard_ids):
-            rows = min(shard_size, n_images - s * shard_size) if full else 1
+            rows = min(shard_size, n_images - s * shard_size) if all_rows else 1
             idx = range(s * shard_size, s * shard_size + rows)
             paths = [f"id{i // 20:07d}/{i % 20}.jpg" for i in idx]
-            w.write(pa.table({
+            cols: dict[str, list] = {
                 "image_id": paths, "path": paths, "identity": [p[:9] for p in paths],
                 "split": ["all"] * rows, "shard": [sid] * rows, "exclude": [False] * rows,
                 "status": ["ok"] * rows, "message": [""] * rows, "single_image": [False] * rows,
-            }))
+            }
+            cols.update({c: [0.0] * rows for c in labels})
+            w.write(pa.table(cols))
     return n_shards
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--images", type=int, default=42_000_000)
-    ap.add_argument("--shard-size", type=int, default=10_000)
-    ap.add_argument("--full", action="store_true", help="write every manifest row")
-    ap.add_argument("--config", default=str(REPO / "config.yaml"),
-                    help="stage settings to use (datasets are replaced)")
-    ap.add_argument("--overlay", action="append", default=[],
-                    help="YAML merged over the config (repeatable), e.g. config/cast11.yaml")
-    ap.add_argument("--models", type=int, default=0,
-                    help="replace embed.models by this many copies of the first model")
-    ap.add_argument("--profile-groups", default=str(REPO / "profiles/slurm/profile.yaml"),
-                    help="profile whose groups/group-components turn jobs into SLURM jobs")
-    args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="facecast-dag-") as tmp:
-        work = Path(tmp)
-        (work / "data").mkdir()
-        t0 = time.perf_counter()
-        n_shards = write_manifest(work / "results/web/manifest.parquet", args.images,
-                                  args.shard_size, args.full)
-        t_manifest = time.perf_counter() - t0
-        with open(args.config) as fh:
-            cfg = yaml.safe_load(fh)
-        for overlay in args.overlay:
-            with open(overlay) as fh:
-                cfg = deep_merge(cfg, yaml.safe_load(fh))
-        if args.models:
-            first = dict(next(iter(cfg["embed"]["models"].values())))
-            cfg["embed"]["models"] = {f"m{k}": dict(first) for k in range(args.models)}
-            cfg["mining"]["reference_model"] = "m0"
-            cfg["evaluate"]["models"] = []
-        cfg["datasets"] = {"web": {"kind": "folder", "root": str(work / "data"),
-                                   "shard_size": args.shard_size}}
-        (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-        cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
-               "--directory", str(work), "--configfile", str(work / "config.yaml"),
-               "-n", "--quiet", "rules", "--cores", "2"]
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        t_dag = time.perf_counter() - t0
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        peak_gb = usage.ru_maxrss / 1024**2
-        cpu_s = usage.ru_utime + usage.ru_stime
-        if proc.returncode != 0:
-            print(proc.stdout[-3000:], proc.stderr[-3000:])
-            raise SystemExit(f"dry run failed ({proc.returncode})")
-        counts = parse_job_counts(proc.stdout)
-    total = sum(counts.values())
-    slurm_jobs = slurm_job_counts(counts, Path(args.profile_groups))
-    benches = len(cfg.get("benchmarks", {}))
-    print(f"config            {len(cfg['embed']['models'])} embed models, "
-          f"{len(cfg['attributes'].get('scorers', []))} attribute scorers, {benches} benchmarks")
-    print(f"images            {args.images:,}")
-    print(f"shards            {n_shards:,} x {args.shard_size:,}")
-    print(f"manifest written  {t_manifest:.1f} s ({'full' if args.full else 'one row per shard'})")
-    print(f"snakemake -n      {t_dag:.1f} s wall, {cpu_s:.1f} s CPU   (goal < 60 s)")
-    print(f"peak memory       {peak_gb:.2f} GB (goal < 4 GB)")
-    print(f"jobs              {total:,} ({total / t_dag:,.0f} jobs per second of DAG build)")
-    print(f"SLURM jobs        {sum(slurm_jobs.values()):,} with the groups of "
-          f"{args.profile_groups}")
-    print()
-    print(f"{'rule':<24}{'jobs':>10}{'share':>8}{'SLURM jobs':>12}")
-    for rule, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-        print(f"{rule:<24}{n:>10,}{n / total:>8.1%}{slurm_jobs[rule]:>12,}")
+def write_table_header(path: Path, labels: list[str]) -> None:
+    """The dataset's manifest table, header only (path, identity, split and ``labels``)."""
+    fields = [pa.field(c, pa.string()) for c in ("path", "identity", "split")]
+    fields += [pa.field(c, pa.float32()) for c in labels]
+    pq.write_table(pa.schema(fields).empty_table(), path)
 
 
 def deep_merge(base: dict, over: dict) -> dict:
@@ -138,6 +139,109 @@ def deep_merge(base: dict, over: dict) -> dict:
         out[key] = (deep_merge(out[key], value)
                     if isinstance(value, dict) and isinstance(out.get(key), dict) else value)
     return out
+
+
+def with_models(cfg: dict, n_models: int) -> dict:
+    """``cfg`` with ``embed.models`` replaced by ``n_models`` copies (m0, m1, ...) of its
+    first model, and every key that names a model pointed at the copies."""
+    cfg = dict(cfg)
+    first = dict(next(iter(cfg["embed"]["models"].values())))
+    cfg["embed"] = {**cfg["embed"], "models": {f"m{k}": dict(first) for k in range(n_models)}}
+    cfg["mining"] = {**cfg.get("mining", {}), "reference_model": "m0"}
+    for name in ("evaluate", "fairness", "covariates", "quality", "demographics",
+                 "identification"):
+        if isinstance(cfg.get(name), dict) and cfg[name].get("models"):
+            cfg[name] = {**cfg[name], "models": []}  # [] = every model / evaluate.models
+    audit = cfg.get("audit")
+    if isinstance(audit, dict) and isinstance(audit.get("model"), dict) \
+            and audit["model"].get("embedding"):
+        cfg["audit"] = {**audit, "model": {**audit["model"], "embedding": "m0"}}
+    return cfg
+
+
+def with_cast_scorers(cfg: dict, work: Path) -> tuple[dict, dict[str, str]]:
+    """``cfg`` with the attribute scorers the C11 benchmarks read (FairFace, a CelebA-40
+    head, pyiqa's PaQ-2-PiQ) and stand-ins for their weight files under ``work``: empty
+    files where the checks only look for the file, a checkpoint holding only its label
+    list for the CelebA-40 head (the checks read its labels). Returns the config and the
+    environment the dry run needs (``TORCH_HOME`` pointing at the stand-ins)."""
+    import torch
+
+    from facecast.config.util import module_constant
+
+    torch_home = work / "torch"
+    fairface = torch_home / "hub" / "checkpoints" / module_constant(HEADS, "FAIRFACE_FILE")
+    required = module_constant("facecast.attributes.iqa", "REQUIRED_FILES")
+    for path in [fairface] + [torch_home / rel for rel in required["paq2piq"]]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    celeba = work / "weights" / "celeba40.pt"
+    celeba.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"labels": list(module_constant(HEADS, "CELEBA_ATTRIBUTES"))}, celeba)
+    attrs = dict(cfg["attributes"])
+    attrs["scorers"] = list(dict.fromkeys([*attrs.get("scorers", []), "fairface", "celeba40"]))
+    attrs["pyiqa"] = {**attrs.get("pyiqa", {}), "metrics": ["paq2piq"]}
+    attrs["celeba40"] = {**attrs.get("celeba40", {}), "weights": str(celeba)}
+    return {**cfg, "attributes": attrs}, {"TORCH_HOME": str(torch_home)}
+
+
+@dataclass
+class Setup:
+    """The config to time, the label columns its table dataset carries, and the
+    environment variables the dry run needs."""
+
+    config: dict[str, Any]
+    labels: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def build_config(args: argparse.Namespace, work: Path) -> Setup:
+    """The config to time: stage settings from ``--config`` + overlays (+ the CAST-sized
+    changes), datasets replaced by the benchmark's table dataset, whose header (and the
+    weight-file stand-ins of ``--cast``) it writes under ``work``."""
+    with open(args.config) as fh:
+        cfg = yaml.safe_load(fh)
+    overlays = ([str(CAST_OVERLAY)] if args.cast else []) + args.overlay
+    for overlay in overlays:
+        with open(overlay) as fh:
+            cfg = deep_merge(cfg, yaml.safe_load(fh))
+    n_models = args.models or (CAST_MODELS if args.cast else 0)
+    if n_models:
+        cfg = with_models(cfg, n_models)
+    env: dict[str, str] = {}
+    if args.cast:
+        cfg, env = with_cast_scorers(cfg, work)
+    # the labels of the config's own datasets (the demo's synthetic ones): every column
+    # its benchmarks, fairness groups and covariates name
+    found = dataset_labels(cfg)
+    labels = sorted(set().union(*(cols for cols in found.values() if cols)))
+    table = work / "data" / "webface.parquet"
+    (work / "data").mkdir(exist_ok=True)
+    write_table_header(table, labels)
+    cfg["datasets"] = {DATASET: {"kind": "table", "root": str(work / "data"),
+                                 "manifest": str(table), "shard_size": args.shard_size}}
+    return Setup(cfg, labels, env)
+
+
+def dry_run(work: Path, config_path: Path, env: dict[str, str]
+            ) -> tuple[int, str, str, float, float, float]:
+    """``snakemake -n`` of ``rule all`` in ``work`` (with ``env`` added to the
+    environment): exit code, stdout, stderr, wall seconds, CPU seconds and peak memory
+    (GB) of that process alone."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
+           "--directory", str(work), "--configfile", str(config_path),
+           "-n", "--quiet", "rules", "--cores", "2"]
+    out_path, err_path = work / "snakemake.out", work / "snakemake.err"
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=work,
+                                env={**os.environ, **env})
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage
+        wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    peak_gb = usage.ru_maxrss / 1024**2  # KiB on Linux
+    cpu = usage.ru_utime + usage.ru_stime
+    return proc.returncode, out_path.read_text(), err_path.read_text(), wall, cpu, peak_gb
 
 
 def parse_job_counts(stdout: str) -> dict[str, int]:
@@ -160,6 +264,96 @@ def slurm_job_counts(counts: dict[str, int], profile: Path) -> dict[str, int]:
         per_job = int(components.get(groups.get(rule), 1)) if rule in groups else 1
         out[rule] = 0 if rule == "all" else -(-n // per_job)
     return out
+
+
+def run_benchmark(args: argparse.Namespace) -> DagFigures:
+    """Write the manifest and config into a temporary folder and time the dry run."""
+    with tempfile.TemporaryDirectory(prefix="facecast-dag-") as tmp:
+        work = Path(tmp)
+        setup = build_config(args, work)
+        cfg = setup.config
+        t0 = time.perf_counter()
+        n_shards = write_manifest(work / "results" / DATASET / "manifest.parquet",
+                                  args.n_images, args.shard_size, setup.labels,
+                                  args.all_rows)
+        t_manifest = time.perf_counter() - t0
+        config_path = work / "config.yaml"
+        config_path.write_text(yaml.safe_dump(cfg))
+        rc, stdout, stderr, wall, cpu, peak_gb = dry_run(work, config_path, setup.env)
+    if rc != 0:
+        print(stdout[-3000:], stderr[-6000:], file=sys.stderr)
+        raise SystemExit(f"dry run failed ({rc})")
+    counts = parse_job_counts(stdout)
+    if not counts:
+        print(stdout[-3000:], stderr[-3000:], file=sys.stderr)
+        raise SystemExit("dry run printed no job table")
+    plan = [line.removeprefix("facecast plan: ") for line in stderr.splitlines()
+            if line.startswith("facecast plan: ")]
+    return DagFigures(n_images=args.n_images, n_shards=n_shards, shard_size=args.shard_size,
+                      manifest_s=t_manifest, dag_wall_s=wall, dag_cpu_s=cpu, peak_gb=peak_gb,
+                      jobs=counts, slurm_jobs=slurm_job_counts(counts, Path(args.profile_groups)),
+                      config=cfg, plan=plan)
+
+
+def report(fig: DagFigures, args: argparse.Namespace) -> None:
+    """Print the figures and the jobs-per-rule table."""
+    cfg, total = fig.config, fig.total_jobs
+    print(f"config            {len(cfg['embed']['models'])} embed models, "
+          f"{len(cfg['attributes'].get('scorers', []))} attribute scorers, "
+          f"{len(cfg.get('benchmarks', {}))} benchmarks")
+    print(f"images            {fig.n_images:,}")
+    print(f"shards            {fig.n_shards:,} x {fig.shard_size:,}")
+    print(f"manifest written  {fig.manifest_s:.1f} s "
+          f"({'every row' if args.all_rows else 'one row per shard'})")
+    print(f"snakemake -n      {fig.dag_wall_s:.1f} s wall, {fig.dag_cpu_s:.1f} s CPU   "
+          "(goal at 42M: < 60 s)")
+    print(f"peak memory       {fig.peak_gb:.2f} GB (goal at 42M: < 4 GB)")
+    print(f"jobs              {total:,} ({total / fig.dag_wall_s:,.0f} jobs per second of "
+          "DAG build)")
+    print(f"SLURM jobs        {sum(fig.slurm_jobs.values()):,} with the groups of "
+          f"{args.profile_groups}")
+    for line in fig.plan:
+        print(f"plan              {line}")
+    print()
+    print(f"{'rule':<24}{'jobs':>10}{'share':>8}{'SLURM jobs':>12}")
+    for rule, n in sorted(fig.jobs.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"{rule:<24}{n:>10,}{n / total:>8.1%}{fig.slurm_jobs[rule]:>12,}")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    size = ap.add_mutually_exclusive_group()
+    size.add_argument("--n-images", "--images", dest="n_images", type=int,
+                      default=DEFAULT_IMAGES, help=f"images (default {DEFAULT_IMAGES:,})")
+    size.add_argument("--full", dest="n_images", action="store_const", const=FULL_IMAGES,
+                      help=f"the goal's size: {FULL_IMAGES:,} images")
+    ap.add_argument("--shard-size", type=int, default=10_000)
+    ap.add_argument("--all-rows", action="store_true",
+                    help="write every manifest row (default: one row per shard)")
+    ap.add_argument("--config", default=str(REPO / "config.yaml"),
+                    help="stage settings to use (datasets are replaced)")
+    ap.add_argument("--overlay", action="append", default=[],
+                    help="YAML merged over the config (repeatable), e.g. config/cast11.yaml")
+    ap.add_argument("--models", type=int, default=0,
+                    help="replace embed.models by this many copies of the first model")
+    ap.add_argument("--cast", action="store_true",
+                    help=f"CAST-sized: the overlay {CAST_OVERLAY.relative_to(REPO)}, its "
+                         f"scorers (weight files stood in), {CAST_MODELS} embed models unless "
+                         "--models")
+    ap.add_argument("--profile-groups", default=str(REPO / "profiles/slurm/profile.yaml"),
+                    help="profile whose groups/group-components turn jobs into SLURM jobs")
+    args = ap.parse_args(argv)
+    if args.n_images < 1 or args.shard_size < 1:
+        ap.error("--n-images and --shard-size must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> DagFigures:
+    """Run the benchmark with command-line ``argv``; print and return its figures."""
+    args = parse_args(argv)
+    fig = run_benchmark(args)
+    report(fig, args)
+    return fig
 
 
 if __name__ == "__main__":

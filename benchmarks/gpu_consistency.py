@@ -41,7 +41,8 @@ def photos() -> list[np.ndarray]:
     from PIL import Image
     from skimage.data import astronaut
 
-    from facecast.datasets.synthetic import render_image, sample_covariates, sample_identity
+    from facecast.datasets.synthetic.render import render_image
+    from facecast.datasets.synthetic.sampling import sample_covariates, sample_identity
 
     with cbook.get_sample_data("grace_hopper.jpg") as fh:
         hopper = np.asarray(Image.open(fh).convert("RGB"))

@@ -116,7 +116,7 @@ def main() -> None:
     if args.resident:
         import torch
 
-        from facecast.analysis.mining import resolve_device
+        from facecast.analysis.mining_config import resolve_device
 
         emb_dev = torch.as_tensor(emb).to(resolve_device(args.device))
     subsets = []

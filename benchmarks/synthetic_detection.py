@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 from PIL import Image
 
-from facecast.datasets.synthetic import generate_dataset
+from facecast.datasets.synthetic.generate import generate_dataset
 from facecast.embed.lbp import CovarianceAccumulator, LBPEmbedder, fit_whitening
 from facecast.faces.align import align_arcface
 from facecast.faces.detect import FaceDetector, select_face

@@ -214,10 +214,10 @@ def test_genuine_sampling_visits_only_the_identities_it_needs(pool):
 
 
 def test_impostor_blocks_visit_every_slice_pair_once():
-    from facecast.analysis.mining import _impostor_blocks
+    from facecast.analysis.mining_search import impostor_blocks
 
     for n in (1, 2, 5, 64):
-        blocks = list(_impostor_blocks(n, np.random.default_rng(n)))
+        blocks = list(impostor_blocks(n, np.random.default_rng(n)))
         assert len(blocks) == len(set(blocks)) == n * (n + 1) // 2
         assert all(0 <= i <= j < n for i, j in blocks)
         assert blocks != sorted(blocks) or n == 1
@@ -236,7 +236,7 @@ def test_impostor_picks_spread_over_the_pool_like_uniform_sampling(pool):
 def test_band_edges_are_decided_on_exact_scores():
     import torch
 
-    from facecast.analysis.mining import EDGE, exact_scores, settle_band
+    from facecast.analysis.mining_scores import EDGE, exact_scores, settle_band
 
     emb = torch.zeros(4, 3, dtype=torch.float64)
     emb[:, 0] = 1.0

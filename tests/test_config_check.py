@@ -139,8 +139,10 @@ def test_cast11_on_celeba_with_its_scorers_passes(tmp_path, monkeypatch):
 
 def test_fairness_column_missing_on_real_data_is_named(tmp_path):
     """The demo's fairness section copied onto a folder of photos fails at parse time."""
+    with open(REPO / "config.yaml") as fh:
+        demo_fairness = yaml.safe_load(fh)["fairness"]
     cfg = demo(datasets=folder_dataset(tmp_path), benchmarks={}, evaluate={"benchmarks": []},
-               fairness={"protocols": []})
+               fairness={**demo_fairness, "protocols": []})
     errs = errors_of(cfg)
     keys = {e.split(":")[0] for e in errs}
     assert {"fairness.protected.gender.column", "fairness.protected.skin.column",
@@ -151,7 +153,14 @@ def test_fairness_column_missing_on_real_data_is_named(tmp_path):
     msg = next(e for e in errs if e.startswith("fairness.protected.gender.column"))
     assert "'label_male' is not produced by any configured scorer nor a label of dataset " \
            "'mine'" in msg
-    assert "bbox_height" in msg  # the known columns are listed
+    # the known columns are listed once, in a note after the errors, not in each error
+    assert "bbox_height" not in msg
+    notes = cc.notes()
+    assert len(notes) == 1 and notes[0].startswith("known columns of dataset 'mine': ")
+    assert "bbox_height" in notes[0]
+    with pytest.raises(ConfigError) as info:
+        check_config(cfg)
+    assert str(info.value).count("known columns of dataset 'mine'") == 1
     # bbox_height comes from the native scorer: no error for legitimate.size
     assert not any(e.startswith("fairness.legitimate.size") for e in errs)
 
@@ -181,18 +190,18 @@ def test_benchmark_filter_and_correlation_columns(tmp_path):
 
 def test_scorer_columns_follow_the_configured_scorers():
     base = demo()
-    cols = cc.known_columns(base)["demo"]
+    cols = config_columns.known_columns(base)["demo"]
     assert {"age_gender_age", "embed_norm_lbp", "embed_norm_dlib", "yaw", "label_male"} <= cols
     assert not any(c.startswith("fairface_") for c in cols)
     cfg = demo(attributes={"scorers": ["native"], "embed_norms": False,
                            "pyiqa": {"metrics": ["piqe", "nima-koniq"]}})
-    cols = cc.known_columns(cfg)["demo"]
+    cols = config_columns.known_columns(cfg)["demo"]
     assert {"iqa_piqe", "iqa_nima_koniq"} <= cols
     assert "age_gender_age" not in cols and "embed_norm_lbp" not in cols
     # a celeba40 head trained here on two labels writes those two columns
     cfg = demo(attributes={"scorers": ["native", "celeba40"],
                            "trainer": {"labels": ["glasses", "label_hat"]}})
-    assert {"glasses", "hat"} <= cc.known_columns(cfg)["demo"]
+    assert {"glasses", "hat"} <= config_columns.known_columns(cfg)["demo"]
 
 
 def test_table_manifest_header_gives_its_labels(tmp_path):
@@ -207,8 +216,9 @@ def test_table_manifest_header_gives_its_labels(tmp_path):
                   "legitimate": {}, "soft_attributes": {}})
     assert errors_of(cfg) == []
     cfg["fairness"]["protected"]["g"]["column"] = "label_sex"
-    err = one_error(cfg, "fairness.protected.g.column")
-    assert "label_gender" in err and "label_split" not in err
+    one_error(cfg, "fairness.protected.g.column")
+    (known,) = cc.notes()
+    assert "label_gender" in known and "label_split" not in known
     # a Parquet manifest: the schema is read, not the rows
     pq_path = tmp_path / "faces.parquet"
     pd.DataFrame({"path": ["a.jpg"], "identity": ["p"], "sex": ["f"],
@@ -327,9 +337,9 @@ def test_scorer_and_detector_weights(tmp_path, monkeypatch):
                            "pyiqa": {"metrics": ["piqe", "paq2piq"]}},
                faces={"weights_dir": str(tmp_path)})
     keys = [e.split(":")[0] for e in errors_of(cfg)]
-    assert keys == ["attributes.fairface.weights", "attributes.celeba40.weights",
-                    "attributes.pyiqa.metrics[1]", "attributes.pyiqa.metrics[1]",
-                    "faces.weights_dir"]
+    assert keys == ["faces.weights_dir", "attributes.fairface.weights",
+                    "attributes.celeba40.weights", "attributes.pyiqa.metrics[1]",
+                    "attributes.pyiqa.metrics[1]"]  # stage order: faces, then attributes
     # celeba40 trained in this run (default path) needs no file
     cfg = demo(attributes={"scorers": ["native", "celeba40"]})
     assert errors_of(cfg) == []
@@ -412,10 +422,11 @@ def test_crops_a_stage_reads_must_be_stored():
 def test_backend_option_sets_match_the_backend_classes():
     import inspect
 
+    from facecast.embed.checks import backend_options
     from facecast.embed.registry import BACKENDS, backend_class
 
     for backend in BACKENDS:
-        allowed, required = cc.backend_options(backend)
+        allowed, required = backend_options(backend)
         params = inspect.signature(backend_class(backend).__init__).parameters
         real = {k for k, p in params.items() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
                 } - {"self", "name", "device", "amp", "threads"}
@@ -457,8 +468,9 @@ def test_every_mistake_in_one_error_and_registered_checkers():
             check_config(cfg)
     finally:
         cc.CHECKERS.remove(extra)
+    # stage order: analysis (mining) before evaluate; registered checkers last
     assert [e.split(":")[0] for e in info.value.errors] == [
-        "evaluate.models[0]", "mining.band", "covariates.models[0]"]
+        "mining.band", "evaluate.models[0]", "covariates.models[0]"]
     assert str(info.value).startswith("3 config mistakes (nothing was run):")
 
 
@@ -466,7 +478,8 @@ def test_static_column_lists_match_the_scorers(tmp_path):
     from facecast.attributes.age_gender import AGE_COLUMNS
     from facecast.attributes.heads import FAIRFACE_COLUMNS
     from facecast.attributes.native import NATIVE_COLUMNS
-    from facecast.datasets.synthetic import generate_dataset
+    from facecast.datasets.checks import synthetic_labels
+    from facecast.datasets.synthetic.generate import generate_dataset
 
     cfg = demo(attributes={"scorers": ["native", "age_gender", "fairface"],
                            "embed_norms": False})
@@ -475,9 +488,9 @@ def test_static_column_lists_match_the_scorers(tmp_path):
     table = generate_dataset(tmp_path / "syn", seed=1, n_identities=2, images_per_identity=1,
                              image_size=64)
     made = {c for c in table.columns if c.startswith("label_")}
-    assert made <= config_columns.synthetic_labels()
+    assert made <= synthetic_labels()
     assert {c for c in made if not c.startswith("label_noisy_")} == {
-        c for c in config_columns.synthetic_labels() if not c.startswith("label_noisy_")}
+        c for c in synthetic_labels() if not c.startswith("label_noisy_")}
 
 
 # ------------------------------------------- issue 16.9: clear messages inside the jobs
@@ -515,7 +528,7 @@ def test_fairness_values_matching_nothing_names_the_key():
 
 
 def test_mining_device_message_at_job_level():
-    from facecast.analysis.mining import resolve_device
+    from facecast.analysis.mining_config import resolve_device
 
     with pytest.raises(ValueError, match="mining.device: 'gpu' is not a device; use auto"):
         resolve_device("gpu")

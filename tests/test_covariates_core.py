@@ -10,6 +10,7 @@ import pytest
 from scipy.stats import norm
 
 from facecast.covariates.basis import build_basis
+from facecast.covariates.checks import config_errors
 from facecast.covariates.derive import binned_tar
 from facecast.covariates.mixture import (
     destandardise,
@@ -20,7 +21,6 @@ from facecast.covariates.mixture import (
 )
 from facecast.covariates.model import ClassFit
 from facecast.covariates.pairs import build_pairs
-from facecast.covariates.checks import config_errors
 
 
 def test_mixture_quantile_inverts_cdf():

@@ -7,7 +7,7 @@ import pytest
 from labels_support import truth_table
 
 from facecast.datasets.label_noise import DEMO_LABEL_NOISE, plant_label_noise
-from facecast.datasets.synthetic import generate_dataset
+from facecast.datasets.synthetic.generate import generate_dataset
 
 
 def test_noise_is_deterministic_and_leaves_truth_alone():

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from facecast.quality.columns import orient, random_control, select_columns
 from facecast.quality.checks import config_errors
+from facecast.quality.columns import orient, random_control, select_columns
 from facecast.quality.edc import (
     edc_curve,
     errors,

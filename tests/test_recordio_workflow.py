@@ -22,7 +22,7 @@ from PIL import Image
 
 from facecast.datasets.insightface_bin import write_bin
 from facecast.datasets.recordio import pack, write_recordio
-from facecast.datasets.synthetic import generate_dataset
+from facecast.datasets.synthetic.generate import generate_dataset
 from facecast.io.parquet_io import read_parquet, read_provenance
 
 GAINS = (0.8, 0.93, 1.07, 1.2)

@@ -10,13 +10,10 @@ from facenet_pytorch import MTCNN
 from PIL import Image
 
 from facecast.datasets.stage import read_raw_rows
-from facecast.datasets.synthetic import (
-    generate_dataset,
-    glasses_probability,
-    identity_name,
-    sample_covariates,
-    sample_identity,
-)
+from facecast.datasets.synthetic.effects import glasses_probability
+from facecast.datasets.synthetic.generate import generate_dataset
+from facecast.datasets.synthetic.sampling import sample_covariates, sample_identity
+from facecast.datasets.synthetic.truth import identity_name
 from facecast.io.parquet_io import read_parquet, read_provenance
 
 N_ID, N_IMG, SIZE = 8, 3, 128

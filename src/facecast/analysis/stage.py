@@ -1,4 +1,7 @@
-"""What the analysis rules call: one benchmark's pair mining with its exports.
+"""What the analysis rules call: attribute correlations (:func:`write_correlations`, rule
+``correlations``), a CAST benchmark subset (:func:`build_benchmark_subset`, rule
+``benchmark_subset``) and one benchmark's pair mining with its exports
+(:func:`mine_benchmark`, rule ``mine_pairs``).
 
 :func:`mine_benchmark` reads a benchmark subset and the reference model's embeddings, mines
 the pairs (:func:`facecast.analysis.mining.mine_pairs`) and writes ``pairs.parquet``,
@@ -25,20 +28,25 @@ import logging
 import os
 import time
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from facecast.analysis.correlations import write_correlations
 from facecast.analysis.exhaustive import describe_all
 from facecast.analysis.exports import image_numbers, write_cast_lists, write_lfw_pairs
+from facecast.analysis.filtering import DEFAULT_STATUSES, build_subset, parse_filters
 from facecast.analysis.mining import MiningConfig, MiningShortfall, mine_pairs, pool_sample
 from facecast.analysis.pair_stats import pair_statistics, plot_pair_scores
 from facecast.embed.read import load_embeddings
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
+
+__all__ = ["PER_BENCHMARK_MINING_KEYS", "benchmark_mining_config", "benchmark_seed",
+           "build_benchmark_subset", "mine_benchmark", "write_correlations"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +72,21 @@ def benchmark_mining_config(mining: Mapping[str, Any], bench_cfg: Mapping[str, A
         raise ValueError(f"mining keys {bad} cannot be set per benchmark; allowed: "
                          f"{list(PER_BENCHMARK_MINING_KEYS)}")
     return MiningConfig.from_config({**mining, **over})
+
+
+def build_benchmark_subset(attributes_path: str | os.PathLike,
+                           filters: Sequence[Mapping[str, Any]],
+                           subset_path: str | os.PathLike, description_path: str | os.PathLike,
+                           *, bench: str, rank_method: str = "facecast",
+                           statuses: Sequence[str] = DEFAULT_STATUSES,
+                           provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Benchmark ``bench``'s CAST filters (its config's ``filters`` list, ranked by
+    ``rank_method`` unless a filter says otherwise) over the attribute table ->
+    ``subset.parquet`` + ``description.txt``; return the counts
+    (:func:`facecast.analysis.filtering.build_subset`)."""
+    return build_subset(attributes_path, parse_filters(filters, bench, rank_method),
+                        subset_path, description_path, statuses=statuses,
+                        provenance=provenance)
 
 
 def mine_benchmark(subset_path: str | os.PathLike, embed_paths: Iterable[str | os.PathLike],

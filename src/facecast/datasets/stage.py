@@ -1,7 +1,12 @@
-"""Stage ``ingest``: a dataset layout in, the sharded manifest out.
+"""What the datasets rules call: a dataset layout in, the sharded manifest out, plus the
+synthetic demo dataset, fixed LFW protocols and the dataset's report figures.
 
-:func:`build_manifest` is the one entry point the ingest rule calls; :func:`dataset_root`
-says where a dataset's image paths are relative to.
+Entries (one per rule): :func:`build_manifest` (checkpoint ``manifest``),
+:func:`generate_dataset` (``synthetic_dataset``), :func:`write_lfw_protocol`
+(``lfw_protocol``), :func:`dataset_summary` (``dataset_summary``) and
+:func:`plot_attribute_distributions` (``attribute_distributions``).
+:func:`~facecast.datasets.targets.dataset_root` (where a dataset's image paths are relative
+to) lives on the DAG side, in :mod:`facecast.datasets.targets`.
 """
 
 from __future__ import annotations
@@ -15,32 +20,17 @@ import pandas as pd
 from facecast.datasets.celeba import read_celeba
 from facecast.datasets.folder import read_folder
 from facecast.datasets.insightface_bin import read_insightface_bin
-from facecast.datasets.lfw import read_lfw_pairs
+from facecast.datasets.label_noise import DEMO_LABEL_NOISE
+from facecast.datasets.lfw import read_lfw_pairs, write_lfw_protocol
 from facecast.datasets.manifest import DatasetError, finalize_manifest, write_manifest
 from facecast.datasets.recordio import read_recordio
+from facecast.datasets.summary import dataset_summary, plot_attribute_distributions
 from facecast.datasets.table import read_table_manifest
+from facecast.datasets.targets import dataset_root
 
-__all__ = ["DatasetError", "build_manifest", "dataset_root", "read_raw_rows", "read_lfw_pairs"]
-
-
-def dataset_root(spec: dict[str, Any], dataset_dir: str | os.PathLike) -> Path:
-    """The directory image paths of dataset ``spec`` are relative to.
-
-    ``dataset_dir`` is ``results/<name>/dataset`` (where the synthetic generator writes).
-    """
-    if spec["kind"] == "synthetic":
-        return Path(dataset_dir)
-    container = {"recordio": "rec", "insightface_bin": "path"}.get(spec["kind"])
-    if container and "root" not in spec:
-        if container not in spec:
-            raise DatasetError(f"dataset kind {spec['kind']!r} needs a '{container}' file")
-        return Path(spec[container]).parent  # locators are relative to the file's folder
-    if "root" not in spec:
-        raise DatasetError(f"dataset kind {spec['kind']!r} needs a 'root' directory in the config")
-    root = Path(spec["root"])
-    if not root.is_dir():
-        raise DatasetError(f"dataset root {root} does not exist or is not a directory")
-    return root
+__all__ = ["DEMO_LABEL_NOISE", "DatasetError", "build_manifest", "dataset_root",
+           "dataset_summary", "generate_dataset", "plot_attribute_distributions",
+           "read_lfw_pairs", "read_raw_rows", "write_lfw_protocol"]
 
 
 def read_raw_rows(spec: dict[str, Any], root: Path) -> pd.DataFrame:
@@ -103,7 +93,7 @@ def build_manifest(spec: dict[str, Any], dataset_dir: str | os.PathLike,
             raise DatasetError(f"exclude list {spec.get('exclude')}: {bad[0]!r} is not a "
                                "record id (exclude_by: record)")
         excluded = [f"{Path(spec['rec']).name}#{int(e)}" for e in excluded]
-    containers = container_spec(spec) if spec["kind"] in CONTAINER_KINDS else {}
+    containers = container_spec(spec, root) if spec["kind"] in CONTAINER_KINDS else {}
     manifest = finalize_manifest(
         raw.drop(columns=["record_id"], errors="ignore"), root, shard_size=shard_size,
         check_files=spec.get("check_files", True) and not containers,
@@ -116,3 +106,16 @@ def build_manifest(spec: dict[str, Any], dataset_dir: str | os.PathLike,
         prov["containers"] = containers
     write_manifest(manifest, out_path, shard_size=shard_size, provenance=prov)
     return manifest
+
+
+def generate_dataset(out_dir: str | os.PathLike, *, seed: int, n_jobs: int = 1,
+                     provenance: dict[str, Any] | None = None, **options: Any) -> pd.DataFrame:
+    """Render the synthetic demo dataset into ``out_dir``; return its truth table.
+
+    ``options`` are the sizes and ``label_noise`` of
+    :func:`facecast.datasets.synthetic.generate.generate_dataset` (imported here, when the
+    rule runs, so the manifest jobs do not load the renderer).
+    """
+    from facecast.datasets.synthetic.generate import generate_dataset as render
+
+    return render(Path(out_dir), seed=seed, n_jobs=n_jobs, provenance=provenance, **options)

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from facecast.io.paths import portable_or_none
+
 #: Crop columns of the faces Parquet and their pixel size.
 CROP_SIZES = {"crop_arcface": 112, "crop_facenet": 160}
 
@@ -110,7 +112,7 @@ class Embedder(abc.ABC):
         return {
             "model": self.name,
             "backend": self.backend,
-            "weights": str(self.weights_path) if self.weights_path else None,
+            "weights": portable_or_none(self.weights_path),  # relative to the run folder
             "weights_sha256": self.weights_sha256(),
             "embedding_dim": int(self.dim),
             "crop_column": self.crop_column,

@@ -1,4 +1,7 @@
-"""Backend names -> embedder classes, and building an embedder from its config block."""
+"""Backend names -> embedder classes, and building an embedder from its config block.
+
+The DAG side (job threads, GPU requests, job inputs) is :mod:`facecast.embed.targets`.
+"""
 
 from __future__ import annotations
 
@@ -19,8 +22,6 @@ BACKENDS: dict[str, tuple[str, str]] = {
 }
 #: backends that need a fitted artefact from the pipeline (rule ``embed_fit``)
 FITTED_BACKENDS = {"lbp"}
-#: backends that can run on a GPU (dlib-bin wheels are CPU builds; lbp is numpy)
-CUDA_BACKENDS = {"facenet", "iresnet", "onnx"}
 #: model-config keys that are not constructor options
 NON_OPTIONS = {"backend", "fit_split", "pca_dim", "whiten_eps", "on_small_fit"}
 
@@ -31,29 +32,6 @@ def backend_class(backend: str) -> type[Embedder]:
         raise ValueError(f"unknown embedding backend {backend!r}; known: {sorted(BACKENDS)}")
     module, cls = BACKENDS[backend]
     return getattr(importlib.import_module(module), cls)
-
-
-#: backends whose CPU build computes on one core and holds the GIL (dlib-bin): a job asks
-#: the scheduler for one thread, so two shards run side by side on two cores
-SINGLE_CORE_BACKENDS = {"dlib_resnet"}
-
-
-def job_threads(model_cfg: dict[str, Any], embed_cfg: dict[str, Any]) -> int:
-    """Threads an embed job of this model asks Snakemake for: ``embed.threads``, or 1 for a
-    backend in :data:`SINGLE_CORE_BACKENDS` (more would leave cores idle)."""
-    if model_cfg.get("backend") in SINGLE_CORE_BACKENDS:
-        return 1
-    return int(embed_cfg.get("threads", 1))
-
-
-def needs_fit(model_cfg: dict[str, Any]) -> bool:
-    """True when the model needs a per-dataset fit (``results/{ds}/embed/{model}/fit.npz``)."""
-    return model_cfg.get("backend") in FITTED_BACKENDS
-
-
-def uses_cuda(model_cfg: dict[str, Any], device: str) -> bool:
-    """Whether jobs of this model should ask the scheduler for a GPU (``device: cuda``)."""
-    return device == "cuda" and model_cfg.get("backend") in CUDA_BACKENDS
 
 
 def build_embedder(name: str, model_cfg: dict[str, Any], *, device: str = "auto",
@@ -96,13 +74,3 @@ def build_embedder(name: str, model_cfg: dict[str, Any], *, device: str = "auto"
     if "threads" in params and threads:
         options["threads"] = threads
     return cls(name, device=dev, amp=amp, **options)
-
-
-def embed_shard_inputs(ds: str, shard: str, model: str,
-                       model_cfg: dict[str, Any]) -> dict[str, str]:
-    """Input files of the embed job (ds, shard, model): the faces shard, plus the fit of a
-    fitted backend. Used by ``workflow/rules/embed.smk``."""
-    inputs = {"faces": f"results/{ds}/faces/{shard}.parquet"}
-    if needs_fit(model_cfg):
-        inputs["fit"] = f"results/{ds}/embed/{model}/fit.npz"
-    return inputs

@@ -28,6 +28,7 @@ from facecast.datasets.insightface_bin import load_bin
 from facecast.evaluate.metrics import default_folds
 from facecast.evaluate.resolve import attach_manifest, check_resolved
 from facecast.io.parquet_io import read_parquet, write_parquet
+from facecast.io.paths import portable_path
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def import_insightface_bin(path: str | os.PathLike, manifest_path: str | os.Path
     log.info("import %s: %d pairs (%d unresolved); %s", path, counts["n_pairs"],
              counts["n_unresolved"], note)
     prov = dict(provenance or {})
-    prov.update({"stage": "protocol", "protocol": "insightface_bin", "source": str(path),
+    prov.update({"stage": "protocol", "protocol": "insightface_bin", "source": portable_path(path),
                  "folds": note, **counts})
     write_parquet(pairs, out_path, provenance=prov)
     return pairs

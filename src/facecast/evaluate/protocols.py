@@ -41,6 +41,7 @@ from facecast.datasets.manifest import DatasetError
 from facecast.evaluate.resolve import PROTOCOL_COLUMNS, attach_manifest, check_resolved
 from facecast.io.list_paths import unescape_list_path
 from facecast.io.parquet_io import read_parquet, write_parquet
+from facecast.io.paths import portable_path
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,8 @@ def _finish_import(raw: pd.DataFrame, manifest_path: str | os.PathLike,
     log.info("import %s: %d pairs (%d unresolved); folds %s", source, counts["n_pairs"],
              counts["n_unresolved"], note)
     prov = dict(provenance or {})
-    prov.update({"stage": "protocol", "protocol": fmt, "source": source, "folds": note,
+    prov.update({"stage": "protocol", "protocol": fmt, "source": portable_path(source),
+                 "folds": note,
                  "strip_prefix": strip_prefix, **counts})
     write_parquet(pairs, out_path, provenance=prov)
     return pairs

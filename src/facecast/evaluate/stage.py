@@ -1,4 +1,9 @@
-"""Stage ``evaluate``: score one embedder on one protocol, write scores, metrics and curves.
+"""What the evaluate rules call: score one embedder on one protocol, write scores, metrics
+and curves (:func:`evaluate_benchmark`, rule ``evaluate_benchmark``); import a protocol
+(:func:`import_protocol`, rule ``import_protocol``); the models x benchmarks summary
+(:func:`write_summary`, rule ``evaluate_summary``); a mined benchmark's pairs per fold as an
+HTML table for the report (:func:`write_pair_stats_html`, rule ``pair_stats_html``). What a
+job's params hold is :func:`facecast.evaluate.targets.job_config`.
 
 Outputs of :func:`evaluate_benchmark` for model ``M`` and benchmark ``B`` of dataset ``ds``:
 ``results/ds/eval/M/B.parquet`` (every protocol pair + ``score``, ``status``, ``message``),
@@ -39,30 +44,23 @@ from facecast.evaluate.plots import plot_det, plot_roc
 from facecast.evaluate.protocols import (
     HELD_OUT_FOLDS,
     fold_range,
+    import_protocol,
     load_protocol,
     stratified_folds,
 )
 from facecast.evaluate.scoring import score_pairs
+from facecast.evaluate.summary import write_summary
 from facecast.io.parquet_io import read_provenance, write_parquet
+from facecast.report.html_tables import write_tsv_html
+
+__all__ = ["EVALUATE_DEFAULTS", "evaluate_benchmark", "evaluation_outputs", "fold_plan",
+           "import_protocol", "write_pair_stats_html", "write_summary"]
 
 log = logging.getLogger(__name__)
 
 EVALUATE_DEFAULTS: dict[str, Any] = {"fars": [1e-3, 1e-4], "thresholds": "insightface",
                                      "include_val": False, "n_folds": 10, "plots": True,
                                      "seed": 0}
-
-#: the ``evaluate`` config keys one evaluation job depends on (its rule's params)
-JOB_KEYS = ("fars", "thresholds", "include_val", "n_folds")
-
-
-def job_config(evaluate_cfg: Mapping[str, Any], seed: int) -> dict[str, Any]:
-    """The part of the ``evaluate`` section one (model, benchmark) job reads, plus the seed.
-
-    Only these go into the rule's params, so that editing ``evaluate.imports.<x>`` (or the
-    model/benchmark lists) reruns only the jobs it concerns.
-    """
-    return {**{k: evaluate_cfg[k] for k in JOB_KEYS if k in evaluate_cfg}, "seed": int(seed)}
-
 
 def fold_plan(used: pd.DataFrame, note: str | None, *, n_folds: int, seed: int
               ) -> tuple[np.ndarray, str]:
@@ -146,3 +144,12 @@ def evaluate_benchmark(protocol_path: str | os.PathLike, embed_paths: Iterable[s
              benchmark, row.get("accuracy", np.nan), row.get("accuracy_std", np.nan),
              row.get("auc", np.nan), row.get("n_pairs", 0), row["n_skipped"])
     return row
+
+
+def write_pair_stats_html(stats_path: str | os.PathLike, html_path: str | os.PathLike, *,
+                          bench: str, ds: str) -> Path:
+    """Benchmark ``bench``'s ``pair_stats.tsv`` (dataset ``ds``) as an HTML table."""
+    return write_tsv_html(stats_path, html_path, f"Pairs per fold: {bench} ({ds})",
+                          note="Genuine and impostor pairs, images, identities and reference "
+                               "scores per fold of the mined benchmark (fold 'all': every "
+                               "fold).")

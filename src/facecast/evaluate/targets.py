@@ -1,82 +1,40 @@
-"""Which analysis/evaluation files a config asks for (used by analysis.smk and evaluate.smk).
+"""The DAG side of the evaluate stage (workflow/rules/evaluate.smk): which protocols each
+dataset is evaluated on, the files the summary reads, the protocol wildcards and the part
+of the config one evaluation job depends on.
 
-Pure functions of the (validated) config, so the rule files stay free of logic.
+Pure functions of the (validated) config, so the rule files stay free of logic. The mined
+benchmarks and the reference model come from :mod:`facecast.analysis.targets`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from facecast.analysis.correlations import correlation_outputs
+from facecast.analysis.targets import (
+    benchmark_names,
+    embed_models,
+    is_bin_dataset,
+    reference_model,
+)
+from facecast.datasets.targets import name_regex
+
+#: the ``evaluate`` config keys one evaluation job depends on (its rule's params)
+JOB_KEYS = ("fars", "thresholds", "include_val", "n_folds")
 
 
-def _embed_models(config: Mapping[str, Any]) -> list[str]:
-    return list((config.get("embed", {}) or {}).get("models", {}) or {})
+def job_config(evaluate_cfg: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """The part of the ``evaluate`` section one (model, benchmark) job reads, plus the seed.
 
-
-def reference_model(config: Mapping[str, Any]) -> str:
-    """The embed model that scores mining candidates ('' when none is configured)."""
-    ref = (config.get("mining", {}) or {}).get("reference_model", "")
-    models = _embed_models(config)
-    return ref or (models[0] if models else "")
-
-
-def mining_folds(config: Mapping[str, Any]) -> list[str]:
-    """Fold names of every mined benchmark: ``0``..``n_folds-1`` (+ ``val``)."""
-    m = config.get("mining", {}) or {}
-    return [str(k) for k in range(int(m.get("n_folds", 10)))] + (
-        ["val"] if m.get("val_fold", True) else [])
-
-
-#: correlation outputs shown in the Snakemake report: kind -> (caption, label)
-CORRELATION_REPORT = {"heatmap_png": ("correlation_heatmap", "heatmap"),
-                      "thresholded_png": ("correlation_heatmap", "heatmap |r| >= min_abs_r"),
-                      "filtered_tsv": ("correlation_pairs", "ranked pairs |r| >= min_abs_r")}
-
-
-def correlation_items(config: Mapping[str, Any], ds: str = "{ds}"
-                      ) -> list[tuple[str, str, str]]:
-    """``(method, kind, path)`` of every file the correlations rule writes."""
-    methods = (config.get("correlations", {}) or {}).get("methods", ["pearson"])
-    return [(m, kind, str(p)) for m in methods
-            for kind, p in correlation_outputs(f"results/{ds}/correlations", m).items()]
-
-
-def correlation_files(config: Mapping[str, Any], ds: str = "{ds}") -> list[str]:
-    """Every file the correlations rule writes."""
-    return [p for _, _, p in correlation_items(config, ds)]
-
-
-def benchmark_names(config: Mapping[str, Any]) -> list[str]:
-    return list(config.get("benchmarks", {}) or {})
-
-
-def name_regex(names: list[str]) -> str:
-    """A wildcard constraint matching exactly ``names`` (never matches when empty)."""
-    return "|".join(re.escape(n) for n in names) or "(?!)"
-
-
-def analysis_targets(config: Mapping[str, Any], ds: str) -> list[str]:
-    """Default analysis outputs of dataset ``ds`` (no mined benchmarks for an
-    ``insightface_bin`` dataset: its identities are placeholders from the pair labels)."""
-    out = correlation_files(config, ds)
-    if _is_bin_dataset(config, ds):
-        return out
-    for bench in benchmark_names(config):
-        out.append(f"results/{ds}/benchmarks/{bench}/description.txt")
-        if reference_model(config):
-            out.append(f"results/{ds}/benchmarks/{bench}/pairs.parquet")
-            out.append(f"results/{ds}/benchmarks/{bench}/pair_stats.html")  # report table
-    return out
-
-
-def _is_bin_dataset(config: Mapping[str, Any], ds: str) -> bool:
-    return (config.get("datasets", {}) or {}).get(ds, {}).get("kind") == "insightface_bin"
+    Only these go into the rule's params, so that editing ``evaluate.imports.<x>`` (or the
+    model/benchmark lists) reruns only the jobs it concerns.
+    """
+    return {**{k: evaluate_cfg[k] for k in JOB_KEYS if k in evaluate_cfg}, "seed": int(seed)}
 
 
 def imports(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``evaluate.imports``: protocol name -> import spec."""
     return dict((config.get("evaluate", {}) or {}).get("imports", {}) or {})
 
 
@@ -86,18 +44,27 @@ def _import_applies(config: Mapping[str, Any], name: str, ds: str) -> bool:
     if not wanted and spec.get("format") == "insightface_bin":
         # a .bin protocol pairs the images of the insightface_bin dataset made from the
         # same file: by default it applies to those datasets only
-        from pathlib import Path
-
         name_ = Path(str(spec.get("path", ""))).name
         return (config["datasets"][ds].get("kind") == "insightface_bin"
                 and Path(str(config["datasets"][ds].get("path", ""))).name == name_)
     return ds in (wanted or list(config["datasets"]))
 
 
+def import_regex(config: Mapping[str, Any]) -> str:
+    """The ``{proto}`` wildcard constraint of rule ``import_protocol``: the imports."""
+    return name_regex(imports(config))
+
+
+def protocol_regex(config: Mapping[str, Any]) -> str:
+    """The ``{bench}`` wildcard constraint of rule ``evaluate_benchmark``: the mined
+    benchmarks, ``lfw`` and the imports."""
+    return name_regex([*benchmark_names(config), "lfw", *imports(config)])
+
+
 def eval_models(config: Mapping[str, Any]) -> list[str]:
     """Embed models to evaluate: ``evaluate.models``, or every configured embed model."""
     return list((config.get("evaluate", {}) or {}).get("models", []) or []) or \
-        _embed_models(config)
+        embed_models(config)
 
 
 def eval_benchmarks(config: Mapping[str, Any], ds: str) -> list[str]:
@@ -110,10 +77,10 @@ def eval_benchmarks(config: Mapping[str, Any], ds: str) -> list[str]:
     benches, imps = benchmark_names(config), imports(config)
     listed = (config.get("evaluate", {}) or {}).get("benchmarks", []) or []
     if listed:
-        return [b for b in listed if (b in benches and not _is_bin_dataset(config, ds))
+        return [b for b in listed if (b in benches and not is_bin_dataset(config, ds))
                 or (b == "lfw" and has_lfw)
                 or (b in imps and _import_applies(config, b, ds))]
-    out = list(benches) if reference_model(config) and not _is_bin_dataset(config, ds) else []
+    out = list(benches) if reference_model(config) and not is_bin_dataset(config, ds) else []
     if has_lfw:
         out.append("lfw")
     return out + [n for n in imps if _import_applies(config, n, ds)]

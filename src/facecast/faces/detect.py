@@ -25,6 +25,7 @@ import torch
 from PIL import Image
 
 from facecast.faces.config import FacesConfig
+from facecast.io.paths import portable_path
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ def load_mtcnn_nets(weights_dir: str | Path | None = None, device: torch.device 
         state = torch.load(path, map_location="cpu", weights_only=True)
         nets[name].load_state_dict(state)
         nets[name].eval().to(device)
-        info[name] = {"path": str(path), "sha256": sha256_file(path)}
+        info[name] = {"path": portable_path(path), "sha256": sha256_file(path)}
     return nets, info
 
 

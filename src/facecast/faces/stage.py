@@ -38,7 +38,7 @@ import torch
 from tqdm import tqdm
 
 from facecast.datasets.manifest import read_shard
-from facecast.datasets.sources import fetch_bytes, split_locator
+from facecast.datasets.sources import fetch_bytes, resolve_containers, split_locator
 from facecast.faces.align import (
     align_arcface,
     center_square_box,
@@ -241,7 +241,7 @@ def iter_face_rows(rows: Sequence[Mapping[str, Any]], root: str | os.PathLike,
     locator paths ``<file>#<index>`` of RecordIO / .bin datasets be read.
     """
     root = Path(root)
-    containers = dict(containers or {})
+    containers = resolve_containers(containers or {}, root)  # relative to the root
     warned: dict[str, bool] = {}
     jobs = []
     for r in rows:

@@ -40,13 +40,13 @@ from facecast.fairness.annotate import (
     valid_pairs,
     value_order,
 )
+from facecast.fairness.assess import load_attributes
 from facecast.fairness.cross_matrix import cross_matrices, plot_matrices
 from facecast.fairness.group_thresholds import (
     group_threshold_table,
     plot_deviation,
     threshold_at_fmr,
 )
-from facecast.fairness.stage import load_attributes
 from facecast.fairness.threshold import fmr_resolvable, unresolved_note
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet

@@ -28,8 +28,8 @@ import pandas as pd
 
 from facecast.embed.read import load_embeddings
 from facecast.fairness.annotate import spec_columns
+from facecast.fairness.assess import load_attributes
 from facecast.fairness.groups import image_labels, parse_specs
-from facecast.fairness.stage import load_attributes
 from facecast.identification.metrics import cmc, det_curve, fnir, fnir_at_fpir, fpir
 from facecast.identification.protocol import build_protocol, protocol_counts
 from facecast.identification.search import search

@@ -5,11 +5,17 @@ target, in a private folder of its own that keeps the target's file name
 (``<dir>/.tmp/.<name>.tmp-<pid>-<id>/<name>``: writers that record their own file name,
 such as ``torch.save``'s archive prefix, write the same bytes as under the real name),
 and renames it onto the target when the block ends without an error. On an error the
-temporary is removed; a killed job leaves it in ``.tmp/``, where no glob over the
-target's folder (``faces/*.parquet``) and no stage sees it, and the next write of the
-same target removes it. Parquet (:mod:`facecast.io.parquet_io`), figures
-(:mod:`facecast.report.figures`) and text outputs (:func:`write_text`) all go through it.
-"""
+temporary is removed. Either way the private folder goes, and so does ``.tmp/`` once
+it is empty: a finished or failed write leaves no trace. Jobs writing beside each other
+share ``.tmp/``: one may remove it (empty) just as another creates its private folder
+in it, so creation retries when ``.tmp/`` vanished in between, and removal is a plain
+``rmdir`` that fails harmlessly while another writer's folder is in it.
+
+A killed job (SIGKILL: no cleanup runs) leaves its private folder in ``.tmp/``, where no
+glob over the target's folder (``faces/*.parquet``) and no stage sees it; the next write
+of the same target (the rerun of that job) removes it, and ``.tmp/`` with it once empty.
+Parquet (:mod:`facecast.io.parquet_io`), figures (:mod:`facecast.report.figures`) and
+text outputs (:func:`write_text`) all go through it."""
 
 from __future__ import annotations
 
@@ -68,21 +74,64 @@ def remove_stale_temps(path: str | os.PathLike) -> list[Path]:
     return removed
 
 
+#: attempts to create a private temp folder while other writers remove an empty ``.tmp/``
+_MKDIR_ATTEMPTS = 1000
+
+
+def _make_private_folder(folder: Path) -> None:
+    """Create ``folder`` (a private folder in ``.tmp/``) and ``.tmp/`` above it.
+
+    Another writer in the same directory removes ``.tmp/`` when its own write leaves it
+    empty; if that happens between creating (or finding) ``.tmp/`` and creating
+    ``folder`` in it, the second ``mkdir`` finds no parent, and both are made again.
+    (``Path.mkdir(exist_ok=True)`` is not enough: it raises when ``.tmp/`` existed at its
+    ``mkdir`` but is gone at its ``is_dir`` check.) Once ``folder`` exists ``.tmp/`` is
+    not empty, so no other writer's ``rmdir`` can remove it.
+    """
+    folder.parent.parent.mkdir(parents=True, exist_ok=True)  # the target's own folder
+    for attempt in range(_MKDIR_ATTEMPTS):
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(folder.parent)  # .tmp/, shared with the writers beside this one
+            os.mkdir(folder)
+            return
+        except FileNotFoundError:  # .tmp/ was removed (empty) by a writer beside this one
+            if attempt == _MKDIR_ATTEMPTS - 1:
+                raise
+
+
+def remove_empty_temp_dir(folder: str | os.PathLike) -> bool:
+    """Remove ``<folder>/.tmp`` if it is empty; return whether it was removed.
+
+    A plain ``rmdir``: it fails (harmlessly, returning False) when the folder holds
+    another writer's temporary or is already gone, so it never races a live write.
+    """
+    try:
+        os.rmdir(Path(folder) / TEMP_DIR)
+    except OSError:
+        return False
+    return True
+
+
 def prepare_temp(path: str | os.PathLike) -> Path:
     """Create the target's folders, remove its stale temporaries, return a new temp path."""
     path = Path(path)
     remove_stale_temps(path)
     tmp = temp_path(path)
-    tmp.parent.mkdir(parents=True, exist_ok=True)
+    _make_private_folder(tmp.parent)
     return tmp
 
 
 def discard_temp(tmp: Path) -> None:
-    """Remove a temporary from :func:`prepare_temp` (if still there) and its private folder."""
+    """Remove a temporary from :func:`prepare_temp` (if still there), its private folder,
+    and ``.tmp/`` when that is left empty."""
+    tmp = Path(tmp)
     with contextlib.suppress(FileNotFoundError):
         tmp.unlink()
     with contextlib.suppress(OSError):
         tmp.parent.rmdir()
+    if tmp.parent.parent.name == TEMP_DIR:
+        remove_empty_temp_dir(tmp.parent.parent.parent)
 
 
 @contextlib.contextmanager

@@ -5,7 +5,8 @@ Every artifact carries provenance in its schema metadata under the key ``facecas
 checksum where a model ran). Writes are atomic: the table goes to a temporary file in a
 hidden ``.tmp/`` folder beside the target and is renamed into place, so an interrupted job
 never leaves a partial Parquet that a later stage (or a ``faces/*.parquet`` glob) could
-read as complete; see :mod:`facecast.io.atomic`.
+read as complete; a finished or failed write removes ``.tmp/`` again once it is empty
+(see :mod:`facecast.io.atomic`).
 """
 
 from __future__ import annotations
@@ -111,12 +112,16 @@ class ParquetStreamWriter:
         are zstd."""
         self.path = Path(path)
         self.schema = _with_metadata(schema.empty_table(), provenance, metadata).schema
-        self._tmp = prepare_temp(self.path)
         compression: str | dict[str, str] = "zstd"
         if uncompressed:
             compression = {leaf: ("none" if leaf.split(".")[0] in set(uncompressed) else "zstd")
                            for leaf in _leaf_paths(self.schema)}
-        self._writer = pq.ParquetWriter(self._tmp, self.schema, compression=compression)
+        self._tmp = prepare_temp(self.path)
+        try:
+            self._writer = pq.ParquetWriter(self._tmp, self.schema, compression=compression)
+        except BaseException:
+            discard_temp(self._tmp)  # no temporary (nor an empty .tmp/) is left behind
+            raise
 
     def write(self, data: pd.DataFrame | pa.Table | pa.RecordBatch) -> None:
         if isinstance(data, pa.RecordBatch):
@@ -125,14 +130,20 @@ class ParquetStreamWriter:
         self._writer.write_table(table)
 
     def close(self) -> Path:
-        self._writer.close()
-        os.replace(self._tmp, self.path)
-        discard_temp(self._tmp)
+        """Finish the file and rename it onto the target (the temporary goes either way)."""
+        try:
+            self._writer.close()
+            os.replace(self._tmp, self.path)
+        finally:
+            discard_temp(self._tmp)
         return self.path
 
     def abort(self) -> None:
-        self._writer.close()
-        discard_temp(self._tmp)
+        """Drop the temporary; the target is left untouched."""
+        try:
+            self._writer.close()
+        finally:
+            discard_temp(self._tmp)
 
     def __enter__(self) -> ParquetStreamWriter:
         return self

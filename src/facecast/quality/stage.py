@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from facecast.evaluate.bands import percentile_band, replicate_weights
 from facecast.fairness.annotate import labelled_pairs, read_scored_pairs, spec_columns
-from facecast.fairness.stage import load_attributes
+from facecast.fairness.assess import load_attributes
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_metadata, write_parquet
 from facecast.quality.columns import RANDOM_CONTROL, orient, random_control, select_columns

@@ -1,0 +1,93 @@
+"""The DAG side of the analysis stage (workflow/rules/analysis.smk): which correlation,
+benchmark-subset and mined-pair files a config asks for, the benchmark wildcard, the
+reference model and the mined folds.
+
+Pure functions of the (validated) config, so the rule files stay free of logic; imported
+when the Snakefile is parsed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from facecast.analysis.correlations import correlation_outputs
+from facecast.datasets.targets import name_regex
+
+
+def embed_models(config: Mapping[str, Any]) -> list[str]:
+    """Names of the configured embed models (``embed.models``), in config order."""
+    return list((config.get("embed", {}) or {}).get("models", {}) or {})
+
+
+def reference_model(config: Mapping[str, Any]) -> str:
+    """The embed model that scores mining candidates ('' when none is configured)."""
+    ref = (config.get("mining", {}) or {}).get("reference_model", "")
+    models = embed_models(config)
+    return ref or (models[0] if models else "")
+
+
+def mining_folds(config: Mapping[str, Any]) -> list[str]:
+    """Fold names of every mined benchmark: ``0``..``n_folds-1`` (+ ``val``)."""
+    m = config.get("mining", {}) or {}
+    return [str(k) for k in range(int(m.get("n_folds", 10)))] + (
+        ["val"] if m.get("val_fold", True) else [])
+
+
+def mining_uses_gpu(config: Mapping[str, Any]) -> bool:
+    """Whether mining jobs ask the scheduler for a GPU (``mining.device: cuda[:N]``)."""
+    return str((config.get("mining", {}) or {}).get("device", "auto")).startswith("cuda")
+
+
+#: correlation outputs shown in the Snakemake report: kind -> (caption, label)
+CORRELATION_REPORT = {"heatmap_png": ("correlation_heatmap", "heatmap"),
+                      "thresholded_png": ("correlation_heatmap", "heatmap |r| >= min_abs_r"),
+                      "filtered_tsv": ("correlation_pairs", "ranked pairs |r| >= min_abs_r")}
+
+
+def correlation_items(config: Mapping[str, Any], ds: str = "{ds}"
+                      ) -> list[tuple[str, str, str]]:
+    """``(method, kind, path)`` of every file the correlations rule writes."""
+    methods = (config.get("correlations", {}) or {}).get("methods", ["pearson"])
+    return [(m, kind, str(p)) for m in methods
+            for kind, p in correlation_outputs(f"results/{ds}/correlations", m).items()]
+
+
+def correlation_files(config: Mapping[str, Any], ds: str = "{ds}") -> list[str]:
+    """Every file the correlations rule writes."""
+    return [p for _, _, p in correlation_items(config, ds)]
+
+
+def benchmark_names(config: Mapping[str, Any]) -> list[str]:
+    """The mined benchmarks (``benchmarks``), in config order."""
+    return list(config.get("benchmarks", {}) or {})
+
+
+def benchmark_regex(config: Mapping[str, Any]) -> str:
+    """The ``{bench}`` wildcard constraint of the mining rules: exactly the benchmarks."""
+    return name_regex(benchmark_names(config))
+
+
+def benchmark_cfg(config: Mapping[str, Any], bench: str) -> dict[str, Any]:
+    """The config block of benchmark ``bench``."""
+    return dict((config.get("benchmarks", {}) or {})[bench] or {})
+
+
+def is_bin_dataset(config: Mapping[str, Any], ds: str) -> bool:
+    """Whether ``ds`` is an ``insightface_bin`` dataset (its identities are placeholders
+    from the pair labels, so nothing is mined on it)."""
+    return (config.get("datasets", {}) or {}).get(ds, {}).get("kind") == "insightface_bin"
+
+
+def analysis_targets(config: Mapping[str, Any], ds: str) -> list[str]:
+    """Default analysis outputs of dataset ``ds`` (no mined benchmarks for an
+    ``insightface_bin`` dataset: its identities are placeholders from the pair labels)."""
+    out = correlation_files(config, ds)
+    if is_bin_dataset(config, ds):
+        return out
+    for bench in benchmark_names(config):
+        out.append(f"results/{ds}/benchmarks/{bench}/description.txt")
+        if reference_model(config):
+            out.append(f"results/{ds}/benchmarks/{bench}/pairs.parquet")
+            out.append(f"results/{ds}/benchmarks/{bench}/pair_stats.html")  # report table
+    return out

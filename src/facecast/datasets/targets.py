@@ -1,0 +1,86 @@
+"""The DAG side of the datasets stage (workflow/rules/common.smk, ingest.smk, report.smk).
+
+Pure functions of the (validated) config: where a dataset's images lie, which ingest and
+dataset-report files a config asks for, the shard list of a written manifest (read from
+its footer, no row scan) and the wildcard regex every rule file uses. Imported when the
+Snakefile is parsed (by every Snakemake process, cluster jobs too), so no row is read here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from facecast.datasets.manifest import DatasetError, read_shard_ids
+
+__all__ = ["DATASET_DIR", "MANIFEST", "dataset_root", "distribution_targets", "image_root",
+           "ingest_targets", "manifest_inputs", "name_regex", "shard_ids", "summary_targets"]
+
+#: where the synthetic generator writes (and image paths of a synthetic dataset start)
+DATASET_DIR = "results/{ds}/dataset"
+#: the sharded manifest (checkpoint ``manifest``)
+MANIFEST = "results/{ds}/manifest.parquet"
+
+
+def name_regex(names: Iterable[str]) -> str:
+    """A wildcard constraint matching exactly ``names`` (never matches when empty)."""
+    return "|".join(re.escape(n) for n in names) or "(?!)"
+
+
+def dataset_root(spec: Mapping[str, Any], dataset_dir: str | os.PathLike) -> Path:
+    """The directory image paths of dataset ``spec`` are relative to.
+
+    ``dataset_dir`` is ``results/<name>/dataset`` (where the synthetic generator writes).
+    """
+    if spec["kind"] == "synthetic":
+        return Path(dataset_dir)
+    container = {"recordio": "rec", "insightface_bin": "path"}.get(spec["kind"])
+    if container and "root" not in spec:
+        if container not in spec:
+            raise DatasetError(f"dataset kind {spec['kind']!r} needs a '{container}' file")
+        return Path(spec[container]).parent  # locators are relative to the file's folder
+    if "root" not in spec:
+        raise DatasetError(f"dataset kind {spec['kind']!r} needs a 'root' directory in the config")
+    root = Path(spec["root"])
+    if not root.is_dir():
+        raise DatasetError(f"dataset root {root} does not exist or is not a directory")
+    return root
+
+
+def image_root(config: Mapping[str, Any], ds: str) -> str:
+    """The root of dataset ``ds``'s images, as the per-shard jobs receive it."""
+    return str(dataset_root(config["datasets"][ds], DATASET_DIR.format(ds=ds)))
+
+
+def shard_ids(manifest: str | os.PathLike) -> list[str]:
+    """Shard ids of a written manifest, from its footer (reads no rows)."""
+    return read_shard_ids(manifest)
+
+
+def manifest_inputs(config: Mapping[str, Any], ds: str) -> dict[str, str]:
+    """Inputs of checkpoint ``manifest``: the synthetic dataset's truth table, for kind
+    ``synthetic`` (else nothing)."""
+    if config["datasets"][ds]["kind"] == "synthetic":
+        return {"truth": f"{DATASET_DIR.format(ds=ds)}/truth.parquet"}
+    return {}
+
+
+def ingest_targets(config: Mapping[str, Any], ds: str) -> list[str]:
+    """The manifest, plus the LFW protocol when the dataset has a pairs file."""
+    out = [MANIFEST.format(ds=ds)]
+    if config["datasets"][ds].get("pairs"):
+        out.append(f"results/{ds}/protocols/pairs.parquet")
+    return out
+
+
+def summary_targets(ds: str) -> list[str]:
+    """The dataset summary the report shows (rule ``dataset_summary``)."""
+    return [f"results/{ds}/report/dataset_summary.{ext}" for ext in ("tsv", "png")]
+
+
+def distribution_targets(ds: str) -> list[str]:
+    """The attribute histograms the report shows (rule ``attribute_distributions``)."""
+    return [f"results/{ds}/report/attribute_distributions.png"]

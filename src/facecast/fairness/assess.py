@@ -1,0 +1,352 @@
+"""The fairness stage's assessment of one model on one protocol (rule ``fairness`` calls
+:func:`run_fairness` through :mod:`facecast.fairness.stage`), and the attribute rows the
+later per-group analyses (demographics, identification, quality) read.
+
+:func:`run_fairness` writes into ``results/{ds}/fairness/{model}/{protocol}/``:
+
+==========================  ==============================================================
+``pairs.parquet``           every input pair + ``group``, ``combo``, ``legit_*``,
+                            ``status``, ``message``, ``in_cells``, ``in_reference``
+``summary.parquet/.csv``    one row: Bias+, Bias-, accuracy (AUC), TAR@FMR, counts
+``cells.parquet/.csv``      per sign, group, combination: n, AUC, d
+``groups.parquet/.csv``     Tables A7/A8: mean discrimination per group, times worst
+``subsets.parquet/.csv``    Tables A9-A14: per legitimate attribute subset, max/min
+``thresholds.parquet/.csv`` global thresholds + NIST ratios, FDR, GARBE, inequity rate
+``rates.parquet/.csv``      FMR/FNMR per group and threshold with counts and intervals
+``bootstrap.parquet``       identity-clustered bootstrap replicates
+``uncertainty.parquet/.csv`` estimate, se and percentile interval per metric
+``soft_accuracy.parquet/.csv`` CAST probabilistic vs hard inter-category accuracy
+``hard_pairs.parquet/.csv`` + ``hard_pairs.png``: hardest genuine/impostor pairs
+``rates_vs_threshold.png``, ``fdr_vs_fmr.png``: plots
+``predictions.csv``, ``pairs.csv``: the scores in the challenge interchange format
+``report.md``               all of the above, readable
+``report.html``             the same as HTML tables (shown inline by ``snakemake --report``)
+==========================  ==============================================================
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from facecast.fairness.bias import fairface_bias, legitimate_subsets
+from facecast.fairness.bootstrap import bootstrap
+from facecast.fairness.groups import annotate_pairs, image_labels, parse_specs
+from facecast.fairness.hardpairs import hard_pairs_grid, hardest_pairs, load_tiles
+from facecast.fairness.interchange import write_interchange
+from facecast.fairness.plots import plot_fdr_vs_fmr, plot_rates_vs_threshold
+from facecast.fairness.soft import category_probs, soft_accuracy
+from facecast.fairness.tables import group_table, report_views, to_markdown
+from facecast.fairness.threshold import (
+    disparity,
+    fmr_resolvable,
+    group_rates,
+    sweep_rates,
+    thresholds_at_fmr,
+)
+from facecast.io.atomic import write_text
+from facecast.io.parquet_io import read_parquet, write_parquet
+from facecast.report.html_tables import write_markdown_html
+
+log = logging.getLogger(__name__)
+
+OUTPUT_FILES = (
+    "pairs.parquet", "summary.parquet", "summary.csv", "cells.parquet", "cells.csv",
+    "groups.parquet", "groups.csv", "subsets.parquet", "subsets.csv", "thresholds.parquet",
+    "thresholds.csv", "rates.parquet", "rates.csv", "bootstrap.parquet", "uncertainty.parquet",
+    "uncertainty.csv", "soft_accuracy.parquet", "soft_accuracy.csv", "hard_pairs.parquet",
+    "hard_pairs.csv", "hard_pairs.png", "rates_vs_threshold.png", "fdr_vs_fmr.png",
+    "predictions.csv", "pairs.csv", "report.md", "report.html",
+)
+
+
+def _needed_columns(cfg: Mapping[str, Any]) -> list[str]:
+    cols = {spec["column"] for sect in ("protected", "legitimate")
+            for spec in (cfg.get(sect) or {}).values()}
+    for soft in (cfg.get("soft_attributes") or {}).values():
+        for expr in (soft.get("categories") or {}).values():
+            e = str(expr).replace(" ", "")
+            cols.add(e[2:] if e.startswith("1-") else e)
+    return sorted(cols)
+
+
+def load_attributes(path: str | os.PathLike, identities: Sequence[str],
+                    columns: Sequence[str]) -> pd.DataFrame:
+    """The attribute-table rows of the given identities (all their images, for the
+    per-identity vote), with ``image_id``, ``identity`` and the needed columns only."""
+    import pyarrow.parquet as pq
+
+    names = pq.read_schema(path).names
+    missing = sorted(set(columns) - set(names))
+    if missing:
+        raise KeyError(f"{path} lacks attribute column(s) {missing} named in the fairness "
+                       f"config; available: {sorted(names)}")
+    ids = sorted({str(i) for i in identities})
+    return read_parquet(path, columns=["image_id", "identity", *columns],
+                        filters=[("identity", "in", ids)] if ids else None)
+
+
+def _thresholds(ann: pd.DataFrame, cfg: Mapping[str, Any],
+                reuse: pd.DataFrame | None) -> pd.DataFrame:
+    """Global thresholds: reused from a dev protocol run, fixed values, or target FMRs."""
+    ref = ann[ann["in_reference"]]
+    imp = ref.loc[ref["label"] == 0, "score"].to_numpy(np.float64)
+    gen = ref.loc[ref["label"] == 1, "score"].to_numpy(np.float64)
+    tcfg = cfg.get("thresholds") or {}
+    if reuse is not None:
+        names = reuse["name"].astype(str).tolist()
+        values = reuse["threshold"].to_numpy(np.float64)
+        source = "reused from " + str(tcfg.get("from_protocol"))
+        targets = reuse["target_fmr"].to_numpy(np.float64)
+    elif tcfg.get("fixed"):
+        values = np.asarray(tcfg["fixed"], dtype=np.float64)
+        names = [f"t={v:g}" for v in values]
+        source = "fixed in config"
+        targets = np.full(values.shape, np.nan)
+    else:
+        targets = np.asarray(tcfg.get("fmr_targets", [1e-3, 1e-4]), dtype=np.float64)
+        values = thresholds_at_fmr(imp, targets)
+        names = [f"fmr={t:g}" for t in targets]
+        source = "all impostor pairs of this protocol"
+    fmr = np.array([(imp >= t).mean() if imp.size else np.nan for t in values])  # accept >=
+    tar = np.array([(gen >= t).mean() if gen.size else np.nan for t in values])
+    basis = (reuse["n_impostor"].to_numpy() if reuse is not None and "n_impostor" in reuse
+             else np.full(len(values), imp.size))  # impostors the threshold was set from
+    resolvable = (reuse["resolvable"].to_numpy(bool) if reuse is not None
+                  and "resolvable" in reuse else fmr_resolvable(basis, targets))
+    for name, ok, n, target in zip(names, np.atleast_1d(resolvable), basis, targets,
+                                   strict=True):
+        if not ok:
+            log.warning("threshold %s needs at least %d impostor pairs, it rests on %d: "
+                        "flagged unresolvable, shown as n/a", name,
+                        int(np.ceil(1.0 / target - 1e-9)), n)
+    return pd.DataFrame({"name": names, "threshold": values, "target_fmr": targets,
+                         "source": source, "fmr_reached": fmr,
+                         "false_matches": [(imp >= t).sum() for t in values],
+                         "n_impostor": imp.size, "tar": tar, "n_genuine": gen.size,
+                         "resolvable": np.atleast_1d(resolvable).astype(bool),
+                         "threshold_n_impostor": basis.astype(np.int64)})
+
+
+def write_frame(df: pd.DataFrame, out: Path, stem: str, provenance: Mapping[str, Any],
+                csv: bool = True) -> None:
+    """``out/<stem>.parquet`` (+ ``out/<stem>.csv`` unless ``csv`` is false)."""
+    write_parquet(df, out / f"{stem}.parquet", provenance=provenance)
+    if csv:
+        write_text(out / f"{stem}.csv", df.to_csv(index=False))
+
+
+def _read_scores(path: str | os.PathLike) -> pd.DataFrame:
+    pairs = read_parquet(path)
+    required = ["image_a", "image_b", "label", "score"]
+    missing = [c for c in required if c not in pairs.columns]
+    if missing:
+        raise ValueError(f"{path} lacks column(s) {missing}; scored pairs need {required}")
+    pairs = pairs.rename(columns={"status": "input_status", "message": "input_message"})
+    for col in ("image_a", "image_b"):
+        pairs[col] = pairs[col].astype(str)
+    return pairs
+
+
+def sweep_thresholds(ref: pd.DataFrame, n: int = 200) -> np.ndarray:
+    """Thresholds for the plots: evenly spaced quantiles of all scores plus impostor
+    quantiles at log-spaced FMRs (1e-5 .. 1), so the low-FMR tail is resolved."""
+    if not len(ref):
+        return np.array([])
+    allq = np.quantile(ref["score"], np.linspace(0, 1, n + 1))
+    imp = ref.loc[ref["label"] == 0, "score"]
+    tail = np.quantile(imp, 1 - np.logspace(-5, 0, n)) if len(imp) else []
+    return np.unique(np.concatenate([allq, tail]))
+
+
+def run_fairness(scores_path: str | os.PathLike, attributes_path: str | os.PathLike,
+                 out_dir: str | os.PathLike, cfg: Mapping[str, Any], *, model: str,
+                 protocol: str, seed: int, provenance: Mapping[str, Any] | None = None,
+                 reuse_thresholds: str | os.PathLike | None = None,
+                 faces_paths: Sequence[str | os.PathLike] = (),
+                 manifest_path: str | os.PathLike | None = None,
+                 dataset_root: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Every fairness output for one model on one protocol (see the module docstring).
+
+    ``cfg`` is the ``fairness`` config section with schema defaults filled in. Returns the
+    summary row as a dict.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    prov = {**dict(provenance or {}), "stage": "fairness", "model": model,
+            "protocol": protocol}
+    pairs = _read_scores(scores_path)
+    if "identity_a" not in pairs.columns or "identity_b" not in pairs.columns:
+        raise ValueError(f"{scores_path} lacks identity_a/identity_b")
+    protected = parse_specs(cfg.get("protected"))
+    legitimate = parse_specs(cfg.get("legitimate"))
+    if not protected:
+        raise ValueError("fairness.protected names no attribute; the bias metric needs groups")
+    ids = pd.concat([pairs["identity_a"], pairs["identity_b"]]).astype(str).unique()
+    attrs = load_attributes(attributes_path, ids, _needed_columns(cfg))
+    labels = image_labels(attrs, protected, legitimate, sync=cfg.get("sync", "majority"))
+    ann = annotate_pairs(pairs, labels, protected, legitimate,
+                         mixed_pairs=cfg.get("mixed_pairs", "reference"))
+    ann["label"] = pd.to_numeric(ann["label"], errors="coerce")
+    ann["score"] = pd.to_numeric(ann["score"], errors="coerce").astype(np.float64)
+    log.info("%s/%s: %d pairs, statuses %s", model, protocol, len(ann),
+             ann["status"].value_counts().to_dict())
+    write_parquet(ann, out / "pairs.parquet", provenance=prov)
+
+    valid = ann[ann["in_reference"] | ann["in_cells"]].reset_index(drop=True)
+    valid["label"] = valid["label"].astype(int)
+    scores = valid["score"].to_numpy(np.float64)
+    y = valid["label"].to_numpy(bool)
+    min_pairs = int(cfg.get("min_pairs", 10))
+    min_groups = int(cfg.get("min_groups", 1))
+    res = fairface_bias(scores, y, valid["group"].to_numpy(object),
+                        valid["combo"].to_numpy(object), valid["in_cells"].to_numpy(bool),
+                        valid["in_reference"].to_numpy(bool), min_pairs=min_pairs,
+                        min_groups=min_groups)
+    write_frame(res.cells, out, "cells", prov)
+    groups = group_table(res.groups) if len(res.groups) else res.groups
+    write_frame(groups, out, "groups", prov)
+    subsets = legitimate_subsets(res.cells, [s.name for s in legitimate])
+    write_frame(subsets, out, "subsets", prov)
+
+    # global thresholds
+    reuse = read_parquet(reuse_thresholds) if reuse_thresholds else None
+    thr = _thresholds(valid, cfg, reuse)
+    alpha = float(cfg.get("alpha", 0.5))
+    conf = float(cfg.get("confidence", 0.95))
+    grp_for_rates = np.where(valid["status"].to_numpy(object) == "mixed", None,
+                             valid["group"].to_numpy(object))
+    rates = group_rates(scores, y, grp_for_rates, thr["threshold"].to_numpy(),
+                        confidence=conf, method=cfg.get("interval", "wilson"))
+    rates.insert(0, "threshold_name", thr["name"].to_numpy()[rates["threshold_index"]])
+    disp_rows = []
+    for i in range(len(thr)):
+        sub = rates[rates["threshold_index"] == i]
+        disp_rows.append(disparity(sub["fmr"].to_numpy(), sub["fnmr"].to_numpy(), alpha))
+    thr = pd.concat([thr, pd.DataFrame(disp_rows)], axis=1)
+    thr["alpha"] = alpha
+    write_frame(thr, out, "thresholds", prov)
+    write_frame(rates, out, "rates", prov)
+
+    # uncertainty
+    fixed = thr["threshold"].tolist() if (reuse is not None or (cfg.get("thresholds") or {})
+                                          .get("fixed")) else None
+    targets = [float(t) for t in thr["target_fmr"]] if fixed is None else []
+    replicates, unc = bootstrap(valid, n_boot=int(cfg.get("n_boot", 50)), seed=int(seed),
+                                targets=targets, fixed_thresholds=fixed, alpha=alpha,
+                                min_pairs=min_pairs, min_groups=min_groups, confidence=conf)
+    write_parquet(replicates, out / "bootstrap.parquet", provenance=prov)
+    write_frame(unc, out, "uncertainty", prov)
+
+    # CAST probabilistic accuracy
+    soft_rows = []
+    for attr, scfg in (cfg.get("soft_attributes") or {}).items():
+        probs = category_probs(attrs, scfg.get("categories") or {})
+        soft_rows.append(soft_accuracy(valid[valid["in_reference"]], probs,
+                                       thr["threshold"].tolist(), thr["name"].tolist(),
+                                       attribute=attr,
+                                       pair_prob=scfg.get("pair_prob", "product")))
+    soft = pd.concat(soft_rows, ignore_index=True) if soft_rows else pd.DataFrame(
+        columns=["attribute", "category", "threshold_name", "threshold", "prob_accuracy",
+                 "prob_mass", "hard_accuracy", "hard_n"])
+    write_frame(soft, out, "soft_accuracy", prov)
+
+    # hardest pairs
+    hard = hardest_pairs(valid[valid["in_reference"]], int(cfg.get("hard_pairs", 8)))
+    write_frame(hard, out, "hard_pairs", prov)
+    manifest = None
+    if manifest_path:
+        manifest = read_parquet(manifest_path, columns=["image_id", "path"],
+                                filters=[("image_id", "in",
+                                          sorted(set(hard["image_a"]) | set(hard["image_b"])))]
+                                if len(hard) else None)
+    tiles = load_tiles(list(hard["image_a"]) + list(hard["image_b"]), faces_paths, manifest,
+                       dataset_root)
+    hard_pairs_grid(hard, tiles, out / "hard_pairs.png")
+
+    # plots
+    ref = valid[valid["in_reference"]]
+    sweep = sweep_rates(scores, y, grp_for_rates, sweep_thresholds(ref))
+    title = f"{model} on {protocol}"
+    plot_rates_vs_threshold(sweep, thr, out / "rates_vs_threshold.png", title)
+    plot_fdr_vs_fmr(sweep, alpha, out / "fdr_vs_fmr.png", title)
+
+    # interchange export
+    write_interchange(ann, out / "predictions.csv", out / "pairs.csv")
+
+    summary = {
+        "model": model, "protocol": protocol, "bias_pos": res.bias_pos,
+        "bias_neg": res.bias_neg, "accuracy": res.accuracy, "n_pairs": len(ann),
+        "n_valid": int(ann["in_reference"].sum()),
+        "n_genuine": int((valid["label"] == 1).sum()),
+        "n_impostor": int((valid["label"] == 0).sum()),
+        "n_in_cells": int(ann["in_cells"].sum()),
+        "n_groups": int(valid.loc[valid["in_cells"], "group"].nunique()),
+        "n_combos": int(valid.loc[valid["in_cells"], "combo"].nunique()),
+        "n_combos_used_pos": res.n_combos_used["+"], "n_combos_used_neg": res.n_combos_used["-"],
+        "min_pairs": min_pairs, "min_groups": min_groups,
+    }
+    for _, row in thr.iterrows():
+        summary[f"tar@{row['name']}"] = row["tar"]
+        summary[f"fdr@{row['name']}"] = row["fdr"]
+        summary[f"garbe@{row['name']}"] = row["garbe"]
+        summary[f"resolvable@{row['name']}"] = bool(row["resolvable"])
+    write_frame(pd.DataFrame([summary]), out, "summary", prov)
+    write_report(out / "report.md", summary=summary, ann=ann, groups=groups, subsets=subsets,
+                 thresholds=thr, rates=rates, uncertainty=unc, soft=soft, hard=hard, cfg=cfg)
+    return summary
+
+
+def write_report(path: Path, *, summary: Mapping[str, Any], ann: pd.DataFrame,
+                 groups: pd.DataFrame, subsets: pd.DataFrame, thresholds: pd.DataFrame,
+                 rates: pd.DataFrame, uncertainty: pd.DataFrame, soft: pd.DataFrame,
+                 hard: pd.DataFrame, cfg: Mapping[str, Any]) -> None:
+    """The readable Markdown report of one model on one protocol (+ its HTML twin,
+    ``report.html``, for the Snakemake report). Figures at a target FMR the protocol
+    cannot resolve read ``n/a (N impostors)``."""
+    s = summary
+    thresholds, rates, uncertainty = report_views(thresholds, rates, uncertainty)
+    lines = [
+        f"# Fairness: {s['model']} on {s['protocol']}", "",
+        "ChaLearn FairFace 2020 metric (lower Bias is fairer; accuracy = AUC over all pairs):",
+        "",
+        to_markdown(pd.DataFrame([{k: s[k] for k in ("bias_pos", "bias_neg", "accuracy",
+                                                     "n_pairs", "n_valid", "n_in_cells",
+                                                     "n_groups", "n_combos")}])),
+        f"Cells need >= {s['min_pairs']} pairs of their sign and a combination needs >= "
+        f"{s['min_groups']} groups to take part; combinations used: "
+        f"{s['n_combos_used_pos']} (+), {s['n_combos_used_neg']} (-). Mixed pairs: "
+        f"{cfg.get('mixed_pairs', 'reference')}.", "",
+        "## Pair statuses", "",
+        to_markdown(ann["status"].value_counts().rename_axis("status").reset_index()),
+        "## Average discrimination per group (Table A7) and times most discriminated (A8)",
+        "", to_markdown(groups) if len(groups) else "(no groups)\n",
+        "## Per legitimate attribute subset: max/min average discrimination (A9-A14)", "",
+        to_markdown(subsets) if len(subsets) else "(no combinations took part)\n",
+        "## Global thresholds (accept if score >= threshold)", "",
+        "n/a (N impostors): fewer than 1/FMR impostor pairs, too few to resolve the target.",
+        "",
+        to_markdown(thresholds, ["name", "threshold", "source", "fmr_reached",
+                                 "false_matches", "n_impostor", "tar", "fmr_max_min",
+                                 "fmr_max_geomean", "fnmr_max_min", "fnmr_max_geomean",
+                                 "fdr", "garbe", "inequity_rate"]),
+        "## Error rates per group", "",
+        to_markdown(rates, ["threshold_name", "group", "false_matches", "n_impostor", "fmr",
+                            "fmr_lo", "fmr_hi", "false_non_matches", "n_genuine", "fnmr",
+                            "fnmr_lo", "fnmr_hi"]),
+        "## Identity-clustered bootstrap", "",
+        to_markdown(uncertainty),
+        "## Probabilistic (CAST) vs hard inter-category accuracy", "",
+        to_markdown(soft) if len(soft) else "(no soft attributes configured)\n",
+        "## Hardest pairs", "", "![hardest pairs](hard_pairs.png)", "",
+        to_markdown(hard), "",
+        "![rates](rates_vs_threshold.png) ![fdr](fdr_vs_fmr.png)", "",
+    ]
+    write_text(path, "\n".join(lines))
+    write_markdown_html(path, Path(path).with_suffix(".html"))
