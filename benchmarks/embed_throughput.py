@@ -11,7 +11,7 @@ iresnet/facenet use randomly initialised weights in the real formats unless
 
 With ``dlib`` among the backends it also prints dlib's images/s from one Python thread and
 from two (and CPU seconds per wall second): dlib-bin computes on one core holding the GIL,
-which is why ``facecast.embed.registry.job_threads`` asks Snakemake for one thread per dlib
+which is why ``facecast.embed.targets.job_threads`` asks Snakemake for one thread per dlib
 job.
 
 The default (no arguments) is a quick CPU smoke figure: 64 images, batch 32, iResNet-18;

@@ -1,6 +1,6 @@
 """Rule correlations: attribute correlation tables and clustered heatmaps."""
 
-from facecast.analysis.correlations import write_correlations
+from facecast.analysis.stage import write_correlations
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

@@ -1,6 +1,6 @@
 """Rule attribute_distributions: one histogram per attribute column, for the report."""
 
-from facecast.datasets.summary import plot_attribute_distributions
+from facecast.datasets.stage import plot_attribute_distributions
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

@@ -1,6 +1,6 @@
 """Rule attributes_merge: stream every scorer's shards into results/{ds}/attributes.parquet."""
 
-from facecast.attributes.merge import merge_attributes
+from facecast.attributes.stage import merge_attributes
 from facecast.io.shard_index import shard_files
 from facecast.workflow_glue import script_context
 

@@ -1,6 +1,6 @@
 """Rule dataset_summary: counts and statuses of a dataset for the Snakemake report."""
 
-from facecast.datasets.summary import dataset_summary
+from facecast.datasets.stage import dataset_summary
 from facecast.io.shard_index import shard_files
 from facecast.workflow_glue import script_context
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from facecast.fairness.demographics import run_demographics
+from facecast.fairness.stage import run_demographics
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

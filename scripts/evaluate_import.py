@@ -1,6 +1,6 @@
 """Rule import_protocol: a CAST .list folder or an LFW pairs.txt -> protocol Parquet."""
 
-from facecast.evaluate.protocols import import_protocol
+from facecast.evaluate.stage import import_protocol
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

@@ -1,6 +1,6 @@
 """Rule evaluate_summary: models x benchmarks tables (Parquet + Markdown + HTML)."""
 
-from facecast.evaluate.summary import write_summary
+from facecast.evaluate.stage import write_summary
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

@@ -1,7 +1,7 @@
-"""Rule audit: the label audit of one dataset (facecast.labels.audit.run_audit)."""
+"""Rule audit: the label audit of one dataset (facecast.labels.stage.run_audit)."""
 
 from facecast.io.shard_index import shard_files
-from facecast.labels.audit import run_audit
+from facecast.labels.stage import run_audit
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

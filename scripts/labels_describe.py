@@ -1,6 +1,6 @@
 """Rule describe: template face descriptions and their rater-free evaluation."""
 
-from facecast.labels.describe import run_describe
+from facecast.labels.stage import run_describe
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

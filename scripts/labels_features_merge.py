@@ -1,6 +1,6 @@
 """Rule features_merge: identity shrinkage, percentiles, reliability, prominent labels."""
 
-from facecast.labels.features import run_features_merge
+from facecast.labels.stage import run_features_merge
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

@@ -1,6 +1,6 @@
 """Rule features_shard: dlib 68-point landmarks and measurements of one faces shard."""
 
-from facecast.labels.features import run_features_shard
+from facecast.labels.stage import run_features_shard
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

@@ -1,6 +1,6 @@
 """Rule lfw_protocol: parse an LFW view-2 pairs.txt into a fixed verification protocol."""
 
-from facecast.datasets.lfw import write_lfw_protocol
+from facecast.datasets.stage import write_lfw_protocol
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

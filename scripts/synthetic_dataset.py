@@ -2,8 +2,7 @@
 
 from pathlib import Path
 
-from facecast.datasets.label_noise import DEMO_LABEL_NOISE
-from facecast.datasets.synthetic.generate import generate_dataset
+from facecast.datasets.stage import DEMO_LABEL_NOISE, generate_dataset
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:

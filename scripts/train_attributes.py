@@ -1,13 +1,12 @@
 """Rule attribute_model: train the multi-label ResNet-18 head on the manifest's labels."""
 
-from facecast.attributes.stage import resolve_device
-from facecast.attributes.trainer import train_attribute_model
+from facecast.attributes.stage import train_model
 from facecast.io.shard_index import shard_files
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
-    train_attribute_model(
+    train_model(
         snakemake.input.manifest, shard_files(snakemake.input.faces), snakemake.output.checkpoint,
         snakemake.output.evaluation, snakemake.output.report, snakemake.params.cfg,
         seed=int(snakemake.params.cfg.get("seed") or ctx.config["seed"]),
-        device=resolve_device(snakemake.params.device), provenance=ctx.provenance)
+        device=snakemake.params.device, provenance=ctx.provenance)

@@ -154,7 +154,16 @@ def test_config_errors_name_the_key():
     assert any(e.startswith("covariates.protocols") and "nope" in e for e in errs)
     assert any(e.startswith("covariates.pair_features") for e in errs)
     assert len(errs) == 3
-    assert any("covariates.covariates" in e for e in config_errors(_config(covariates=[])))
+    # no covariate at all: not a mistake but a skipped stage, said in the run plan
+    from facecast.covariates.checks import fill_defaults
+    from facecast.covariates.targets import targets
+
+    empty = _config(covariates=[])
+    assert config_errors(empty) == []
+    assert targets(empty, "demo", ["demo"]) == []
+    (line,) = fill_defaults(empty, set())
+    assert line.startswith("covariates: skipped - no covariate column")
+    assert "covariates.covariates" in line
 
 
 def test_config_errors_unknown_covariate_column():

@@ -140,7 +140,7 @@ def test_dlib_jobs_ask_for_one_thread():
     """dlib-bin's descriptor computes on one core holding the GIL (measured by
     benchmarks/embed_throughput.py: two Python threads are no faster than one), so a dlib
     embed job asks Snakemake for 1 thread; other backends for embed.threads."""
-    from facecast.embed.registry import SINGLE_CORE_BACKENDS, job_threads
+    from facecast.embed.targets import SINGLE_CORE_BACKENDS, job_threads
 
     assert job_threads({"backend": "dlib_resnet"}, {"threads": 4}) == 1
     assert job_threads({"backend": "lbp"}, {"threads": 4}) == 4

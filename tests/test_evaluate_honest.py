@@ -18,8 +18,9 @@ from facecast.evaluate.protocols import (
     read_cast_lists,
     stratified_folds,
 )
-from facecast.evaluate.stage import evaluate_benchmark, job_config
+from facecast.evaluate.stage import evaluate_benchmark
 from facecast.evaluate.summary import write_summary
+from facecast.evaluate.targets import job_config
 from facecast.fairness.simulate import simulate
 from facecast.fairness.stage import run_fairness
 from facecast.fairness.threshold import fmr_resolvable, group_rates, thresholds_at_fmr

@@ -3,9 +3,13 @@
 from facecast.fairness import targets
 
 
+GENDER = {"gender": {"column": "age_gender_male", "bins": [0.5]}}
+
+
 def test_defaults_follow_the_evaluate_section():
-    cfg = {"evaluate": {"models": ["lbp", "dlib"], "benchmarks": ["random"]},
-           "fairness": {"models": [], "protocols": [], "imports": {}}}
+    cfg = {"datasets": {"demo": {"kind": "synthetic"}}, "benchmarks": {"random": {}},
+           "evaluate": {"models": ["lbp", "dlib"], "benchmarks": ["random"]},
+           "fairness": {"models": [], "protocols": [], "imports": {}, "protected": GENDER}}
     assert targets.protocols(cfg) == ["random"]
     assert targets.models(cfg, "random") == ["lbp", "dlib"]
     assert targets.models(cfg, "other") == []
@@ -13,11 +17,15 @@ def test_defaults_follow_the_evaluate_section():
         "results/demo/fairness/lbp/random/report.md",
         "results/demo/fairness/dlib/random/report.md",
         "results/demo/fairness/leaderboard/random/leaderboard.md"]
+    # no protected attribute: nothing to assess (the run plan says why)
+    cfg["fairness"]["protected"] = {}
+    assert targets.targets(cfg, "demo", ["demo"]) == []
 
 
 def test_imports_join_their_protocol_and_datasets_filter():
-    cfg = {"evaluate": {"models": {"lbp": {}}},
-           "fairness": {"protocols": ["p"], "datasets": ["demo"],
+    cfg = {"datasets": {"demo": {"kind": "synthetic"}, "lfw": {"kind": "folder"}},
+           "evaluate": {"models": {"lbp": {}}},
+           "fairness": {"protocols": ["p"], "datasets": ["demo"], "protected": GENDER,
                         "imports": {"ext": {"predictions": "a.csv", "pairs": "b.csv",
                                             "protocol": "p"},
                                     "chal": {"predictions": "c.csv", "pairs": "d.csv"}}}}

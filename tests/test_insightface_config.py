@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from facecast.analysis.targets import analysis_targets
 from facecast.datasets.checks import config_errors
-from facecast.evaluate.targets import analysis_targets, eval_benchmarks
+from facecast.evaluate.targets import eval_benchmarks
 
 
 def _cfg(tmp_path, **over):

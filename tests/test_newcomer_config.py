@@ -20,7 +20,8 @@ from conftest import REPO, TEST_DATA, run_snakemake
 from facecast.config.check import ConfigError, check_config, collect
 from facecast.config.prepare import resolve_config
 from facecast.fairness import targets as fairness_targets
-from facecast.quality import config as quality_config
+from facecast.identification import targets as identification_targets
+from facecast.quality import targets as quality_targets
 
 SCHEMA = str(REPO / "workflow/schemas/config.schema.yaml")
 PHOTOS = TEST_DATA / "yale"  # 5 people x 4 real photos
@@ -95,7 +96,9 @@ def test_two_line_config_passes_the_checks_with_derived_defaults():
     assert fairness_targets.targets(cfg, "mine", ["mine"]) == [
         "results/mine/fairness/dlib/all_pairs/report.md",
         "results/mine/fairness/leaderboard/all_pairs/leaderboard.md"]
-    got = quality_config.targets(cfg, "mine")
+    got = [*quality_targets.targets(cfg, "mine"),
+           *fairness_targets.demographics_targets(cfg, "mine"),
+           *identification_targets.targets(cfg, "mine")]
     assert {t.split("/")[2] for t in got} == {"quality", "demographics", "identification"}
 
 
@@ -111,7 +114,7 @@ def test_without_a_gender_column_fairness_is_skipped_and_says_why():
     # pose is still a legitimate attribute the run offers; nothing names a missing column
     assert cfg["fairness"]["legitimate"] == {"pose": {"column": "yaw", "abs": True,
                                                       "bins": [15], "labels": ["P0", "P1"]}}
-    assert not [t for t in quality_config.targets(cfg, "mine") if "/demographics/" in t]
+    assert fairness_targets.demographics_targets(cfg, "mine") == []
 
 
 def test_what_the_user_wrote_is_kept():
@@ -156,7 +159,7 @@ def test_enabled_covariates_get_the_runs_continuous_columns():
 def test_no_quality_column_skips_edc():
     cfg, plan = resolved(newcomer(attributes={"scorers": ["age_gender"]}))
     assert any(line.startswith("quality: skipped - no quality column") for line in plan)
-    assert not [t for t in quality_config.targets(cfg, "mine") if "/quality/" in t]
+    assert quality_targets.targets(cfg, "mine") == []
 
 
 def test_a_wrong_column_lists_the_known_ones_once():

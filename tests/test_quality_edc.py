@@ -161,17 +161,28 @@ def test_level_counting_sort_equals_the_sorted_edc():
 def test_config_errors_unknown_quality_column_and_groups():
     import yaml
 
-    from facecast.quality.config import targets
+    from facecast.fairness.checks import demographics_errors
+    from facecast.fairness.targets import demographics_targets
+    from facecast.identification.checks import config_errors as identification_errors
+    from facecast.identification.targets import targets as identification_targets
+    from facecast.quality.targets import targets as quality_targets
+
+    def section_errors(c):  # the quality, demographics and identification sections
+        return config_errors(c) + demographics_errors(c) + identification_errors(c)
+
+    def targets(c, ds):
+        return [*quality_targets(c, ds), *demographics_targets(c, ds),
+                *identification_targets(c, ds)]
 
     with open(__import__("pathlib").Path(__file__).resolve().parents[1] / "config.yaml") as fh:
         cfg = yaml.safe_load(fh)
-    assert config_errors(cfg) == []
+    assert section_errors(cfg) == []
     assert "results/demo/quality/lbp/fair_pool/ranking.csv" in targets(cfg, "demo")
     assert "results/demo/identification/dlib/cmc.csv" in targets(cfg, "demo")
     bad = dict(cfg, quality=dict(cfg["quality"], columns=["iqa_brisque"]),
                demographics=dict(cfg["demographics"], matrix_attributes=["ethnicity"]),
                identification=dict(cfg["identification"], pool="nope"))
-    text = "\n".join(config_errors(bad))
+    text = "\n".join(section_errors(bad))
     assert "quality.columns: 'iqa_brisque'" in text
     assert "demographics.matrix_attributes: 'ethnicity'" in text
     assert "identification.pool: 'nope'" in text

@@ -50,7 +50,7 @@ def test_demographics_outputs(demo_run):
 
 
 def test_identification_outputs(demo_run):
-    from facecast.quality.config import identification_pool
+    from facecast.identification.targets import identification_pool
 
     work, cfg = demo_run
     out = work / "results/demo/identification/dlib"

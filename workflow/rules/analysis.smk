@@ -1,7 +1,7 @@
 # Analysis: attribute correlations, CAST benchmark subsets (filters -> subset.parquet +
 # description.txt) and C11 hard-pair mining (pairs.parquet, CAST .list files, pairs.txt).
-# Logic: facecast.analysis; targets: facecast.evaluate.targets.
-import facecast.evaluate.targets as eval_targets
+# Logic: facecast.analysis.stage; targets: facecast.analysis.targets.
+import facecast.analysis.targets as analysis_targets
 
 
 rule correlations:
@@ -12,15 +12,15 @@ rule correlations:
             (
                 report(
                     path,
-                    caption=f"../report/{eval_targets.CORRELATION_REPORT[kind][0]}.rst",
+                    caption=f"../report/{analysis_targets.CORRELATION_REPORT[kind][0]}.rst",
                     category="Correlations",
                     subcategory="{ds}",
-                    labels={"method": method, "figure": eval_targets.CORRELATION_REPORT[kind][1]},
+                    labels={"method": method, "figure": analysis_targets.CORRELATION_REPORT[kind][1]},
                 )
-                if kind in eval_targets.CORRELATION_REPORT
+                if kind in analysis_targets.CORRELATION_REPORT
                 else path
             )
-            for method, kind, path in eval_targets.correlation_items(config)
+            for method, kind, path in analysis_targets.correlation_items(config)
         ],
     params:
         cfg=config["correlations"],
@@ -52,7 +52,7 @@ rule benchmark_subset:
         rank_method=lambda wc: config["benchmarks"][wc.bench].get("rank_method", "facecast"),
         statuses=config["mining"].get("statuses", ["ok"]),
     wildcard_constraints:
-        bench=eval_targets.name_regex(eval_targets.benchmark_names(config)),
+        bench=analysis_targets.benchmark_regex(config),
     log:
         "results/{ds}/logs/analysis/subset_{bench}.log",
     conda:
@@ -65,8 +65,9 @@ rule mine_pairs:
     input:
         subset="results/{ds}/benchmarks/{bench}/subset.parquet",
         manifest="results/{ds}/manifest.parquet",
-        embeddings=lambda wc: EMBED_INDEX.format(ds=wc.ds,
-                                                 model=eval_targets.reference_model(config)),
+        embeddings=lambda wc: EMBED_INDEX.format(
+            ds=wc.ds, model=analysis_targets.reference_model(config)
+        ),
     output:
         pairs="results/{ds}/benchmarks/{bench}/pairs.parquet",
         report="results/{ds}/benchmarks/{bench}/mining_report.json",
@@ -86,18 +87,18 @@ rule mine_pairs:
         ),
         pairs_txt="results/{ds}/benchmarks/{bench}/pairs.txt",
         lists=expand("results/{{ds}}/benchmarks/{{bench}}/{fold}.list",
-                     fold=eval_targets.mining_folds(config)),
+                     fold=analysis_targets.mining_folds(config)),
     params:
         mining=config["mining"],
         bench_cfg=lambda wc: config["benchmarks"][wc.bench],
-        reference_model=eval_targets.reference_model(config),
+        reference_model=analysis_targets.reference_model(config),
         out_dir=lambda wc: f"results/{wc.ds}/benchmarks/{wc.bench}",
         seed=config["seed"],
     wildcard_constraints:
-        bench=eval_targets.name_regex(eval_targets.benchmark_names(config)),
+        bench=analysis_targets.benchmark_regex(config),
     threads: 2
     resources:
-        gpu=1 if str(config["mining"]["device"]).startswith("cuda") else 0,
+        gpu=int(analysis_targets.mining_uses_gpu(config)),
     log:
         "results/{ds}/logs/analysis/mine_{bench}.log",
     benchmark:
@@ -108,4 +109,4 @@ rule mine_pairs:
         "../../scripts/analysis_mine.py"
 
 
-DEFAULT_TARGETS.append(lambda ds: eval_targets.analysis_targets(config, ds))
+DEFAULT_TARGETS.append(lambda ds: analysis_targets.analysis_targets(config, ds))

@@ -1,14 +1,14 @@
 # Shared helpers for every stage: dataset names, shard lists, default targets.
-import re
-
-from facecast.datasets.manifest import read_shard_ids
+# File lists and regexes: facecast.datasets.targets (name_regex serves every rule file).
+import facecast.datasets.targets as datasets_targets
+from facecast.datasets.targets import name_regex
 from facecast.io.shard_index import EMBED_INDEX, FACES_INDEX
 
 DATASETS = list(config["datasets"])
 
 
 wildcard_constraints:
-    ds="|".join(re.escape(d) for d in DATASETS),
+    ds=name_regex(DATASETS),
     shard=r"\d{5}",
 
 
@@ -30,7 +30,7 @@ def dataset_cfg(ds):
 
 def shards(ds):
     """Shard ids of dataset `ds`, read from the manifest checkpoint's footer (no row scan)."""
-    return read_shard_ids(checkpoints.manifest.get(ds=ds).output.manifest)
+    return datasets_targets.shard_ids(checkpoints.manifest.get(ds=ds).output.manifest)
 
 
 def per_shard(pattern, ds, **wildcards):
@@ -39,19 +39,5 @@ def per_shard(pattern, ds, **wildcards):
 
 
 def all_targets(wildcards):
+    """The run's plan, plus every stage's default outputs of every dataset."""
     return ["results/plan.md"] + [t for ds in DATASETS for fn in DEFAULT_TARGETS for t in fn(ds)]
-
-
-def manifest_inputs(wildcards):
-    """The synthetic dataset's truth table, for kind `synthetic` (else nothing)."""
-    if dataset_cfg(wildcards.ds)["kind"] == "synthetic":
-        return {"truth": f"results/{wildcards.ds}/dataset/truth.parquet"}
-    return {}
-
-
-def ingest_targets(ds):
-    """The manifest, plus the LFW protocol when the dataset has a pairs file."""
-    out = [f"results/{ds}/manifest.parquet"]
-    if dataset_cfg(ds).get("pairs"):
-        out.append(f"results/{ds}/protocols/pairs.parquet")
-    return out

@@ -1,14 +1,15 @@
 # Embed: one job per faces shard per model -> results/{ds}/embed/{model}/{shard}.parquet.
 # Fitted backends (lbp) first fit a per-dataset whitening on the train split (embed_fit).
-# Logic: facecast.embed.stage (embed_shard, fit_model). Output columns: docs/CONTRACTS.md.
-from facecast.embed.registry import embed_shard_inputs, job_threads, uses_cuda
+# Logic: facecast.embed.stage (embed_shard, fit_model); DAG side: facecast.embed.targets.
+# Output columns: docs/CONTRACTS.md.
+import facecast.embed.targets as embed_targets
 
 EMBED = config["embed"]
-EMBED_MODELS = dict(EMBED["models"])
+EMBED_MODELS = embed_targets.models(config)
 
 
 wildcard_constraints:
-    model="|".join(re.escape(m) for m in EMBED_MODELS) or "(?!)",
+    model=embed_targets.model_regex(config),
 
 
 rule embed_fit:
@@ -33,15 +34,19 @@ rule embed_fit:
 
 rule embed:
     input:
-        unpack(lambda wc: embed_shard_inputs(wc.ds, wc.shard, wc.model, EMBED_MODELS[wc.model])),
+        unpack(
+            lambda wc: embed_targets.embed_shard_inputs(
+                wc.ds, wc.shard, wc.model, EMBED_MODELS[wc.model]
+            )
+        ),
     output:
         embeddings="results/{ds}/embed/{model}/{shard}.parquet",
     params:
         model=lambda wc: EMBED_MODELS[wc.model],
         embed=EMBED,
-    threads: lambda wc: job_threads(EMBED_MODELS[wc.model], EMBED)
+    threads: lambda wc: embed_targets.job_threads(EMBED_MODELS[wc.model], EMBED)
     resources:
-        gpu=lambda wc: int(uses_cuda(EMBED_MODELS[wc.model], EMBED["device"])),
+        gpu=lambda wc: int(embed_targets.uses_cuda(EMBED_MODELS[wc.model], EMBED["device"])),
     log:
         "results/{ds}/logs/embed/{model}/{shard}.log",
     benchmark:
@@ -66,4 +71,4 @@ rule embed_index:
         "../../scripts/shard_index.py"
 
 
-DEFAULT_TARGETS.append(lambda ds: [EMBED_INDEX.format(ds=ds, model=m) for m in EMBED_MODELS])
+DEFAULT_TARGETS.append(lambda ds: embed_targets.default_targets(config, ds))

@@ -1,11 +1,12 @@
 # Evaluate: score embedders on verification protocols (mined benchmarks, the dataset's LFW
 # pairs.txt as `lfw`, imported CAST .list folders / pairs.txt files) -> scores, metrics,
-# ROC/DET; then a models x benchmarks summary. Logic: facecast.evaluate.
+# ROC/DET; then a models x benchmarks summary. Logic: facecast.evaluate.stage; targets:
+# facecast.evaluate.targets (mined benchmarks: facecast.analysis.targets).
 # Rerun one benchmark: snakemake results/<ds>/eval/<model>/<bench>.parquet
-# Params carry only what each job reads (evaluate.stage.job_config; one import's spec), so
+# Params carry only what each job reads (evaluate.targets.job_config; one import's spec), so
 # editing one evaluate.imports entry reruns that protocol's jobs only.
+import facecast.analysis.targets as analysis_targets
 import facecast.evaluate.targets as eval_targets
-from facecast.evaluate.stage import job_config as eval_job_config
 
 
 rule import_protocol:
@@ -18,7 +19,7 @@ rule import_protocol:
         n_folds=config["evaluate"]["n_folds"],
         seed=config["seed"],
     wildcard_constraints:
-        proto=eval_targets.name_regex(list(eval_targets.imports(config))),
+        proto=eval_targets.import_regex(config),
     log:
         "results/{ds}/logs/evaluate/import_{proto}.log",
     conda:
@@ -50,11 +51,10 @@ rule evaluate_benchmark:
             labels={"model": "{model}", "plot": "DET"},
         ),
     params:
-        cfg=eval_job_config(config["evaluate"], config["seed"]),
+        cfg=eval_targets.job_config(config["evaluate"], config["seed"]),
         out_dir=lambda wc: f"results/{wc.ds}/eval/{wc.model}/{wc.bench}",
     wildcard_constraints:
-        bench=eval_targets.name_regex(
-            [*eval_targets.benchmark_names(config), "lfw", *eval_targets.imports(config)]),
+        bench=eval_targets.protocol_regex(config),
     log:
         "results/{ds}/logs/evaluate/{model}/{bench}.log",
     benchmark:
@@ -108,7 +108,7 @@ rule pair_stats_html:
             labels={"benchmark": "{bench}", "file": "pairs per fold (table)"},
         ),
     wildcard_constraints:
-        bench=eval_targets.name_regex(eval_targets.benchmark_names(config)),
+        bench=analysis_targets.benchmark_regex(config),
     log:
         "results/{ds}/logs/analysis/pair_stats_html_{bench}.log",
     conda:

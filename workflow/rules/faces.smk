@@ -1,29 +1,26 @@
 # Faces: detect (MTCNN) and align every image of a shard; one job per manifest shard.
-# Logic: facecast.faces.stage.run_faces_shard. Output columns: docs/CONTRACTS.md.
-from facecast.datasets.stage import dataset_root
+# Logic: facecast.faces.stage.run_faces_shard; DAG side: facecast.faces.targets. Output
+# columns: docs/CONTRACTS.md.
+import facecast.faces.targets as faces_targets
 
 
 rule faces:
     input:
         manifest="results/{ds}/manifest.parquet",
     output:
-        faces="results/{ds}/faces/{shard}.parquet",
+        faces=faces_targets.FACES_SHARD,
     params:
-        root=lambda wc: str(dataset_root(dataset_cfg(wc.ds), f"results/{wc.ds}/dataset")),
+        root=lambda wc: faces_targets.image_root(config, wc.ds),
         faces=config["faces"],
     threads: config["faces"]["threads"]
     resources:
-        gpu=1 if str(config["faces"]["device"]).startswith("cuda") else 0,
+        gpu=int(faces_targets.uses_gpu(config)),
     log:
         "results/{ds}/logs/faces/{shard}.log",
     benchmark:
         "results/{ds}/runtime/faces/{shard}.tsv"
     conda:
-        (
-            "../../envs/gpu.yaml"
-            if str(config["faces"]["device"]).startswith("cuda")
-            else "../../envs/cpu.yaml"
-        )
+        "../../envs/gpu.yaml" if faces_targets.uses_gpu(config) else "../../envs/cpu.yaml"
     script:
         "../../scripts/faces.py"
 
@@ -32,7 +29,7 @@ rule faces:
 # (one DAG edge instead of one per shard; see facecast.io.shard_index).
 rule faces_index:
     input:
-        shards=lambda wc: per_shard("results/{ds}/faces/{shard}.parquet", wc.ds),
+        shards=lambda wc: per_shard(faces_targets.FACES_SHARD, wc.ds),
     output:
         index=FACES_INDEX,
     log:
@@ -43,4 +40,4 @@ rule faces_index:
         "../../scripts/shard_index.py"
 
 
-DEFAULT_TARGETS.append(lambda ds: [FACES_INDEX.format(ds=ds)])
+DEFAULT_TARGETS.append(faces_targets.default_targets)

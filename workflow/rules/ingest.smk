@@ -1,4 +1,5 @@
 # Ingest: dataset layout -> sharded manifest (+ fixed protocols such as LFW pairs.txt).
+# Logic: facecast.datasets.stage; file lists: facecast.datasets.targets.
 
 
 rule synthetic_dataset:
@@ -20,7 +21,7 @@ rule synthetic_dataset:
 
 checkpoint manifest:
     input:
-        unpack(manifest_inputs),
+        unpack(lambda wc: datasets_targets.manifest_inputs(config, wc.ds)),
     output:
         manifest="results/{ds}/manifest.parquet",
     params:
@@ -48,4 +49,4 @@ rule lfw_protocol:
         "../../scripts/lfw_protocol.py"
 
 
-DEFAULT_TARGETS.append(ingest_targets)
+DEFAULT_TARGETS.append(lambda ds: datasets_targets.ingest_targets(config, ds))

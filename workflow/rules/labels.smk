@@ -3,38 +3,38 @@
 # features -> results/{ds}/features/  dlib 68-point landmarks (one job per faces shard),
 #                                     identity shrinkage, percentiles, prominent labels
 # describe -> results/{ds}/describe/  template descriptions + rater-free evaluation
-# Logic: facecast.labels; file lists and parse-time checks: facecast.labels.config.
-import facecast.labels.config as labels_cfg
+# Logic: facecast.labels.stage; file lists: facecast.labels.targets.
+import facecast.labels.targets as labels_targets
 
 
 rule audit:
     input:
-        unpack(lambda wc: labels_cfg.audit_inputs(config, wc.ds)),
+        unpack(lambda wc: labels_targets.audit_inputs(config, wc.ds)),
     output:
-        [f"results/{{ds}}/audit/{f}" for f in labels_cfg.AUDIT_FILES],
+        [f"results/{{ds}}/audit/{f}" for f in labels_targets.AUDIT_FILES],
         html=report(
             "results/{ds}/audit/report.html",
-            **labels_cfg.report_kw("labels_audit", "report.html"),
+            **labels_targets.report_kw("labels_audit", "report.html"),
         ),
         kappa_png=report(
             "results/{ds}/audit/kappa.png",
-            **labels_cfg.report_kw("labels_audit", "kappa.png"),
+            **labels_targets.report_kw("labels_audit", "kappa.png"),
         ),
         f1_png=report(
             "results/{ds}/audit/f1_vs_prevalence.png",
-            **labels_cfg.report_kw("labels_audit", "f1_vs_prevalence.png"),
+            **labels_targets.report_kw("labels_audit", "f1_vs_prevalence.png"),
         ),
         grid_png=report(
             "results/{ds}/audit/suspects_grid.png",
-            **labels_cfg.report_kw("labels_audit", "suspects_grid.png"),
+            **labels_targets.report_kw("labels_audit", "suspects_grid.png"),
         ),
         phi_png=report(
             "results/{ds}/audit/phi.png",
-            **labels_cfg.report_kw("labels_audit", "phi.png"),
+            **labels_targets.report_kw("labels_audit", "phi.png"),
         ),
         meas_png=report(
             "results/{ds}/audit/measurements.png",
-            **labels_cfg.report_kw("labels_audit", "measurements.png"),
+            **labels_targets.report_kw("labels_audit", "measurements.png"),
         ),
     params:
         cfg=config.get("audit", {}),
@@ -75,10 +75,10 @@ rule features_merge:
         shards=lambda wc: per_shard("results/{ds}/features/shards/{shard}.parquet", wc.ds),
         attributes="results/{ds}/attributes.parquet",
     output:
-        [f"results/{{ds}}/features/{f}" for f in labels_cfg.FEATURES_FILES],
+        [f"results/{{ds}}/features/{f}" for f in labels_targets.FEATURES_FILES],
         html=report(
             "results/{ds}/features/report.html",
-            **labels_cfg.report_kw("labels_features", "report.html"),
+            **labels_targets.report_kw("labels_features", "report.html"),
         ),
     params:
         cfg=config.get("features", {}),
@@ -94,12 +94,12 @@ rule features_merge:
 
 rule describe:
     input:
-        unpack(lambda wc: labels_cfg.describe_inputs(config, wc.ds)),
+        unpack(lambda wc: labels_targets.describe_inputs(config, wc.ds)),
     output:
-        [f"results/{{ds}}/describe/{f}" for f in labels_cfg.DESCRIBE_FILES],
+        [f"results/{{ds}}/describe/{f}" for f in labels_targets.DESCRIBE_FILES],
         html=report(
             "results/{ds}/describe/report.html",
-            **labels_cfg.report_kw("labels_describe", "report.html"),
+            **labels_targets.report_kw("labels_describe", "report.html"),
         ),
     params:
         cfg=config.get("describe", {}),
@@ -116,4 +116,4 @@ rule describe:
         "../../scripts/labels_describe.py"
 
 
-DEFAULT_TARGETS.append(lambda ds: labels_cfg.default_targets(config, ds))
+DEFAULT_TARGETS.append(lambda ds: labels_targets.default_targets(config, ds))

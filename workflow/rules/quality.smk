@@ -6,13 +6,17 @@
 #    -> results/{ds}/demographics/{model}/{protocol}/
 #  - identification: 1:N per group (ISO/IEC 19795-1) on a benchmark pool
 #    -> results/{ds}/identification/{model}/
-# Which models/protocols: facecast.quality.config (config sections quality, demographics,
-# identification; each has `enabled`).
-import facecast.quality.config as quality_cfg
+# Which models/protocols (config sections quality, demographics, identification; each has
+# `enabled`): facecast.quality.targets, facecast.fairness.targets (demographics_*) and
+# facecast.identification.targets. Logic: facecast.quality.stage, facecast.fairness.stage
+# (run_demographics), facecast.identification.stage.
+import facecast.fairness.targets as fairness_targets
+import facecast.identification.targets as ident_targets
+import facecast.quality.targets as quality_targets
 
-QUALITY_DIR = "results/{ds}/quality/{model}/{protocol}"
-DEMO_DIR = "results/{ds}/demographics/{model}/{protocol}"
-IDENT_DIR = "results/{ds}/identification/{model}"
+QUALITY_DIR = quality_targets.QUALITY_DIR
+DEMO_DIR = fairness_targets.DEMOGRAPHICS_DIR
+IDENT_DIR = ident_targets.IDENTIFICATION_DIR
 
 
 rule quality_edc:
@@ -25,21 +29,15 @@ rule quality_edc:
         ranking=f"{QUALITY_DIR}/ranking.csv",
         bands=f"{QUALITY_DIR}/bands.parquet",
         threshold=f"{QUALITY_DIR}/threshold.parquet",
-        html=report(f"{QUALITY_DIR}/ranking.html",
-                    **quality_cfg.report_kw("quality_edc", "Quality (EDC)", "{ds} / {protocol}",
-                                 "ranking")),
-        fnm_png=report(f"{QUALITY_DIR}/edc_fnm.png",
-                       **quality_cfg.report_kw("quality_edc", "Quality (EDC)", "{ds} / {protocol}",
-                                    "FNM-EDC")),
-        fm_png=report(f"{QUALITY_DIR}/edc_fm.png",
-                      **quality_cfg.report_kw("quality_edc", "Quality (EDC)", "{ds} / {protocol}",
-                                   "FM-EDC")),
+        html=report(f"{QUALITY_DIR}/ranking.html", **quality_targets.report_kw("ranking")),
+        fnm_png=report(f"{QUALITY_DIR}/edc_fnm.png", **quality_targets.report_kw("FNM-EDC")),
+        fm_png=report(f"{QUALITY_DIR}/edc_fm.png", **quality_targets.report_kw("FM-EDC")),
     wildcard_constraints:
         model=r"[^/]+",
         protocol=r"[^/]+",
     params:
         quality=config.get("quality", {}),
-        fairness=quality_cfg.fairness_groups(config),
+        fairness=fairness_targets.fairness_groups(config),
         seed=config["seed"],
     log:
         "results/{ds}/logs/quality/edc_{model}_{protocol}.log",
@@ -64,27 +62,32 @@ rule demographics:
         roc=f"{DEMO_DIR}/roc_bands.parquet",
         roc_csv=f"{DEMO_DIR}/roc_bands.csv",
         rates=f"{DEMO_DIR}/rate_bands.parquet",
-        html=report(f"{DEMO_DIR}/tables.html",
-                    **quality_cfg.report_kw("demographics", "Demographics", "{ds} / {protocol}",
-                                 "tables")),
-        cross_png=report(f"{DEMO_DIR}/cross_fmr.png",
-                         **quality_cfg.report_kw("demographics", "Demographics", "{ds} / {protocol}",
-                                      "cross-group FMR")),
-        deviation_png=report(f"{DEMO_DIR}/group_thresholds.png",
-                             **quality_cfg.report_kw("demographics", "Demographics",
-                                          "{ds} / {protocol}", "per-group thresholds")),
-        roc_png=report(f"{DEMO_DIR}/roc_bands.png",
-                       **quality_cfg.report_kw("bands", "Demographics", "{ds} / {protocol}",
-                                    "ROC/DET bands")),
-        rates_png=report(f"{DEMO_DIR}/rate_bands.png",
-                         **quality_cfg.report_kw("bands", "Demographics", "{ds} / {protocol}",
-                                      "rate bands")),
+        html=report(
+            f"{DEMO_DIR}/tables.html",
+            **fairness_targets.demographics_report_kw("demographics", "tables"),
+        ),
+        cross_png=report(
+            f"{DEMO_DIR}/cross_fmr.png",
+            **fairness_targets.demographics_report_kw("demographics", "cross-group FMR"),
+        ),
+        deviation_png=report(
+            f"{DEMO_DIR}/group_thresholds.png",
+            **fairness_targets.demographics_report_kw("demographics", "per-group thresholds"),
+        ),
+        roc_png=report(
+            f"{DEMO_DIR}/roc_bands.png",
+            **fairness_targets.demographics_report_kw("bands", "ROC/DET bands"),
+        ),
+        rates_png=report(
+            f"{DEMO_DIR}/rate_bands.png",
+            **fairness_targets.demographics_report_kw("bands", "rate bands"),
+        ),
     wildcard_constraints:
         model=r"[^/]+",
         protocol=r"[^/]+",
     params:
         demographics=config.get("demographics", {}),
-        fairness=quality_cfg.fairness_groups(config),
+        fairness=fairness_targets.fairness_groups(config),
         seed=config["seed"],
     log:
         "results/{ds}/logs/demographics/{model}_{protocol}.log",
@@ -98,8 +101,7 @@ rule demographics:
 
 rule identification:
     input:
-        pool=lambda wc: f"results/{wc.ds}/benchmarks/"
-        f"{quality_cfg.identification_pool(config)}/subset.parquet",
+        pool=lambda wc: ident_targets.pool_subset(config, wc.ds),
         embeddings=EMBED_INDEX,
         attributes="results/{ds}/attributes.parquet",
     output:
@@ -110,21 +112,17 @@ rule identification:
         fnir=f"{IDENT_DIR}/fnir.parquet",
         fnir_csv=f"{IDENT_DIR}/fnir.csv",
         det=f"{IDENT_DIR}/det.parquet",
-        html=report(f"{IDENT_DIR}/tables.html",
-                    **quality_cfg.report_kw("identification", "Identification (1:N)", "{ds}",
-                                 "tables")),
-        cmc_png=report(f"{IDENT_DIR}/cmc.png",
-                       **quality_cfg.report_kw("identification", "Identification (1:N)", "{ds}", "CMC")),
-        det_png=report(f"{IDENT_DIR}/det.png",
-                       **quality_cfg.report_kw("identification", "Identification (1:N)", "{ds}", "DET")),
+        html=report(f"{IDENT_DIR}/tables.html", **ident_targets.report_kw("tables")),
+        cmc_png=report(f"{IDENT_DIR}/cmc.png", **ident_targets.report_kw("CMC")),
+        det_png=report(f"{IDENT_DIR}/det.png", **ident_targets.report_kw("DET")),
     wildcard_constraints:
         model=r"[^/]+",
     params:
         identification=config.get("identification", {}),
-        fairness=quality_cfg.fairness_groups(config),
+        fairness=fairness_targets.fairness_groups(config),
         seed=config["seed"],
     resources:
-        gpu=int(str(config.get("identification", {}).get("device", "auto")).startswith("cuda")),
+        gpu=int(ident_targets.uses_gpu(config)),
     log:
         "results/{ds}/logs/identification/{model}.log",
     benchmark:
@@ -135,4 +133,10 @@ rule identification:
         "../../scripts/identification.py"
 
 
-DEFAULT_TARGETS.append(lambda ds: quality_cfg.targets(config, ds))
+DEFAULT_TARGETS.append(
+    lambda ds: [
+        *quality_targets.targets(config, ds),
+        *fairness_targets.demographics_targets(config, ds),
+        *ident_targets.targets(config, ds),
+    ]
+)

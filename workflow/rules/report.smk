@@ -1,6 +1,8 @@
 # Report: `snakemake --report report.html` after a run collects every output wrapped in
 # report(...) (captions and categories under workflow/report/). This file adds the
-# dataset summary (category "Dataset") and the report's front page.
+# dataset summary (category "Dataset") and the report's front page. Logic:
+# facecast.datasets.stage (dataset_summary, plot_attribute_distributions), facecast.report.plan;
+# targets: facecast.datasets.targets.
 
 
 report: "../report/workflow.rst"
@@ -57,9 +59,7 @@ rule dataset_summary:
         "../../scripts/dataset_summary.py"
 
 
-DEFAULT_TARGETS.append(
-    lambda ds: [f"results/{ds}/report/dataset_summary.{ext}" for ext in ("tsv", "png")]
-)
+DEFAULT_TARGETS.append(datasets_targets.summary_targets)
 
 
 rule attribute_distributions:
@@ -81,4 +81,4 @@ rule attribute_distributions:
         "../../scripts/attribute_distributions.py"
 
 
-DEFAULT_TARGETS.append(lambda ds: [f"results/{ds}/report/attribute_distributions.png"])
+DEFAULT_TARGETS.append(datasets_targets.distribution_targets)

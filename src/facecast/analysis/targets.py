@@ -68,11 +68,6 @@ def benchmark_regex(config: Mapping[str, Any]) -> str:
     return name_regex(benchmark_names(config))
 
 
-def benchmark_cfg(config: Mapping[str, Any], bench: str) -> dict[str, Any]:
-    """The config block of benchmark ``bench``."""
-    return dict((config.get("benchmarks", {}) or {})[bench] or {})
-
-
 def is_bin_dataset(config: Mapping[str, Any], ds: str) -> bool:
     """Whether ``ds`` is an ``insightface_bin`` dataset (its identities are placeholders
     from the pair labels, so nothing is mined on it)."""

@@ -1,4 +1,5 @@
-"""Which covariate fits a config asks for, and its config checks (workflow/rules/covariates.smk).
+"""The DAG side of the covariates stage: which covariate fits a config asks for
+(workflow/rules/covariates.smk); its config checks are :mod:`facecast.covariates.checks`.
 
 Models: ``covariates.models``, else ``evaluate.models``; protocols: ``covariates.protocols``
 (required, a dense protocol suits best). Datasets: ``covariates.datasets``, else all.
@@ -19,14 +20,17 @@ _names = name_list  # one definition: facecast.config.util.name_list
 
 
 def section(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``covariates`` section ({} when absent)."""
     return dict(config.get("covariates") or {})
 
 
 def enabled(config: Mapping[str, Any]) -> bool:
+    """Whether the covariates stage is switched on (default off)."""
     return bool(section(config).get("enabled", False))
 
 
 def models(config: Mapping[str, Any]) -> list[str]:
+    """``covariates.models``, else ``evaluate.models``, else every embed model."""
     return (_names(section(config).get("models"))
             or _names((config.get("evaluate") or {}).get("models"))
             or _names((config.get("embed") or {}).get("models")))

@@ -27,6 +27,7 @@ from facecast.datasets.recordio import read_recordio
 from facecast.datasets.summary import dataset_summary, plot_attribute_distributions
 from facecast.datasets.table import read_table_manifest
 from facecast.datasets.targets import dataset_root
+from facecast.io.paths import portable_path
 
 __all__ = ["DEMO_LABEL_NOISE", "DatasetError", "build_manifest", "dataset_root",
            "dataset_summary", "generate_dataset", "plot_attribute_distributions",
@@ -101,7 +102,7 @@ def build_manifest(spec: dict[str, Any], dataset_dir: str | os.PathLike,
     )
     prov = dict(provenance or {})
     prov.update({"stage": "manifest", "dataset_kind": spec["kind"],
-                 "dataset_root": str(root)})  # as configured: byte-stable across run folders
+                 "dataset_root": portable_path(root)})  # relative as configured or to cwd
     if containers:
         prov["containers"] = containers
     write_manifest(manifest, out_path, shard_size=shard_size, provenance=prov)

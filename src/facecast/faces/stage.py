@@ -51,6 +51,7 @@ from facecast.faces.crops import encode_png
 from facecast.faces.decode import DecodedImage, read_image
 from facecast.faces.detect import Detections, FaceDetector, select_face
 from facecast.io.parquet_io import ParquetStreamWriter, read_provenance
+from facecast.io.paths import portable_path
 
 log = logging.getLogger(__name__)
 
@@ -311,7 +312,7 @@ def run_faces_shard(manifest_path: str | os.PathLike, shard: str, root: str | os
     prov.update({"stage": "faces", "shard": shard, "faces_config": cfg.as_dict(),
                  "model": ({"detector": "none", "aligned_as": cfg.aligned_as} if aligned
                            else detector.settings()),
-                 "dataset_root": str(root)})  # as configured: byte-stable across run folders
+                 "dataset_root": portable_path(root)})  # relative as configured or to cwd
     counts: Counter = Counter()
     buffer: list[dict[str, Any]] = []
     records = manifest.to_dict("records")

@@ -2,7 +2,7 @@
 per-group-threshold and band analyses).
 
 Reuses :mod:`facecast.fairness.groups` (the ``fairness.protected`` / ``legitimate`` specs,
-per-identity majority vote) and :func:`facecast.fairness.stage.load_attributes`.
+per-identity majority vote) and :func:`facecast.fairness.assess.load_attributes`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Config checks of the fairness stage, run before any job, and its defaults derived from
 what the run produces.
 
-:func:`fill_defaults` (run before the checks, see :func:`facecast.config.load.resolve_config`):
+:func:`fill_defaults` (run before the checks, see :func:`facecast.config.prepare.resolve_config`):
 when the user's config leaves ``fairness.protected``, ``fairness.legitimate`` or
 ``fairness.soft_attributes`` out, they come from columns this run will have in every
 assessed dataset - gender from a P(male) column (the ``age_gender`` or ``fairface``
@@ -11,6 +11,10 @@ stage is skipped, and the plan says why and which key turns it on.
 
 :func:`config_errors`: names (datasets, models, protocols, the threshold protocol), the
 "off" spellings users try, import files, bins, and every column the section names.
+
+The ``demographics`` section (this stage's analyses beyond one threshold) is checked here
+too (:func:`demographics_errors`, :func:`demographics_plan`); :func:`section_errors` checks
+the names of every per-group analysis section (demographics, identification, quality).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from facecast.config.util import (
     protocol_names,
     section,
 )
+from facecast.fairness.targets import demographics_skip_reason, section_enabled
 
 #: candidate columns per derived attribute, in order of preference
 GENDER_COLUMNS = ("age_gender_male", "fairface_male", "label_male", "label_Male")
@@ -107,7 +112,7 @@ def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
     the run's columns; return plan lines saying what was derived or why the stage is
     skipped."""
     if not fairness_enabled(config):
-        return ["fairness: off (fairness.enabled: false)"]
+        return ["fairness: off (fairness.enabled: false)", *demographics_plan(config)]
     fcfg = config.setdefault("fairness", {})
     derived = derived_groups(config)
     lines: list[str] = []
@@ -121,7 +126,7 @@ def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
                "labels: [female, male]}) or add age_gender to attributes.scorers")
         lines.append(f"fairness: skipped - no protected attribute (fairness.protected is "
                      f"empty and no column of this run can stand for one); {how}")
-    return lines
+    return lines + demographics_plan(config)
 
 
 def is_active(config: Mapping[str, Any]) -> bool:
@@ -207,12 +212,65 @@ def column_references(config: Mapping[str, Any]) -> list[tuple[str, str, list[st
 
 
 def config_errors(config: Mapping[str, Any]) -> list[str]:
-    """The fairness stage's checks (nothing when ``fairness.enabled`` is false)."""
+    """The fairness stage's checks (only the demographics section's when
+    ``fairness.enabled`` is false)."""
     if not fairness_enabled(config):
-        return []
+        return demographics_errors(config)
     errors = name_errors(config)
     for name, imp in section(section(config, "fairness"), "imports").items():
         for opt in ("predictions", "pairs"):
             if (imp or {}).get(opt):
                 need_file(errors, f"fairness.imports.{name}.{opt}", imp[opt])
-    return errors + bin_errors(config) + check_references(config, column_references(config))
+    return (errors + bin_errors(config) + check_references(config, column_references(config))
+            + demographics_errors(config))
+
+
+def section_errors(config: Mapping[str, Any], name: str) -> list[str]:
+    """Names a per-group analysis section (``demographics`` here; ``identification``,
+    ``quality``) lists that do not exist: models, protocols (not for ``identification``:
+    it searches a pool), datasets. Nothing when the section is off."""
+    errs: list[str] = []
+    cfg = section(config, name)
+    if not cfg or not cfg.get("enabled", True):
+        return errs
+    benches = set(name_list(config.get("benchmarks"))) | {"lfw"} | set(
+        name_list(section(config, "evaluate").get("imports")))
+    embed = set(name_list(section(config, "embed").get("models")))
+    for m in name_list(cfg.get("models")):
+        if embed and m not in embed:
+            errs.append(f"{name}.models: {m!r} is not an embed model "
+                        f"(embed.models: {sorted(embed)})")
+    if name != "identification":
+        for p in name_list(cfg.get("protocols")):
+            if p not in benches:
+                errs.append(f"{name}.protocols: {p!r} is not a benchmark, lfw or an "
+                            f"evaluate import ({sorted(benches)})")
+    for d in name_list(cfg.get("datasets")):
+        if d not in name_list(config.get("datasets")):
+            errs.append(f"{name}.datasets: {d!r} is not a configured dataset")
+    return errs
+
+
+def demographics_errors(config: Mapping[str, Any]) -> list[str]:
+    """Mistakes in the ``demographics`` section (cross-group FMR matrices, per-group
+    thresholds, bands): its names, and matrix attributes that are no fairness group."""
+    errs = section_errors(config, "demographics")
+    d = section(config, "demographics")
+    if d and d.get("enabled", True):
+        fair = section(config, "fairness")
+        allowed = ["group", *name_list(fair.get("protected")),
+                   *name_list(fair.get("legitimate"))]
+        for a in name_list(d.get("matrix_attributes")):
+            if a not in allowed:
+                errs.append(f"demographics.matrix_attributes: {a!r} is not 'group' or a "
+                            f"fairness.protected/legitimate attribute ({allowed})")
+    return errs
+
+
+def demographics_plan(config: Mapping[str, Any]) -> list[str]:
+    """The plan line of the ``demographics`` section when it is off or skipped."""
+    if not section_enabled(config, "demographics"):
+        return ["demographics: off (demographics.enabled: false)"]
+    if why := demographics_skip_reason(config):
+        return [f"demographics: skipped - {why}"]
+    return []

@@ -1,9 +1,15 @@
-"""Which fairness outputs a config asks for (used by workflow/rules/fairness.smk).
+"""The DAG side of the fairness stage: which fairness and demographics outputs a config
+asks for (workflow/rules/fairness.smk; rule ``demographics`` in quality.smk).
 
 Models: ``fairness.models``, else the evaluated models (``evaluate.models``, else every
 embed model). Protocols: ``fairness.protocols``, else every evaluated protocol.
 Imported systems (``fairness.imports``) join the models of their own protocol. Datasets:
 ``fairness.datasets``, else all. ``fairness.enabled: false`` asks for no fairness output.
+
+The per-group analyses beyond one threshold (sections ``demographics`` here,
+``identification`` and ``quality`` in their own stages) share :func:`section_models`,
+:func:`section_protocols`, :func:`section_datasets` and :func:`fairness_groups`: each takes
+its models, protocols and datasets from its own section, else from the fairness stage's.
 """
 
 from __future__ import annotations
@@ -91,4 +97,78 @@ def rule_inputs(config: Mapping[str, Any], ds: str, model: str, protocol: str
 def report_kw(name: str, caption: str) -> dict[str, Any]:
     """Keyword arguments of Snakemake's ``report()`` for a per-model fairness output."""
     return {"caption": f"../report/{caption}.rst", "category": "Fairness",
+            "subcategory": "{ds} / {protocol}", "labels": {"model": "{model}", "file": name}}
+
+
+#: where rule ``demographics`` writes
+DEMOGRAPHICS_DIR = "results/{ds}/demographics/{model}/{protocol}"
+
+
+def _section(config: Mapping[str, Any], name: str) -> dict[str, Any]:
+    return dict(config.get(name) or {})
+
+
+def section_enabled(config: Mapping[str, Any], name: str) -> bool:
+    """Whether section ``name`` (``quality``, ``demographics``, ``identification``) is
+    switched on (default on)."""
+    return bool(_section(config, name).get("enabled", True))
+
+
+def section_models(config: Mapping[str, Any], name: str) -> list[str]:
+    """``<name>.models``, else ``evaluate.models``, else every embed model."""
+    return (_names(_section(config, name).get("models"))
+            or _names((config.get("evaluate") or {}).get("models"))
+            or _names((config.get("embed") or {}).get("models")))
+
+
+def section_protocols(config: Mapping[str, Any], name: str) -> list[str]:
+    """``<name>.protocols``, else the fairness stage's protocols (``fairness.protocols``,
+    else every evaluated protocol)."""
+    return _names(_section(config, name).get("protocols")) or protocols(config)
+
+
+def section_datasets(config: Mapping[str, Any], name: str) -> list[str]:
+    """``<name>.datasets``, else every dataset."""
+    return _names(_section(config, name).get("datasets")) or _names(config.get("datasets"))
+
+
+def fairness_groups(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The fairness section the analyses take their groups from ({} when fairness is off,
+    so no ``label_*`` column of a switched-off section is read)."""
+    fair = dict(config.get("fairness") or {})
+    return fair if fair.get("enabled", True) else {}
+
+
+def no_protocol_reason(name: str) -> str:
+    """Why section ``name`` writes nothing when it has no protocol to assess."""
+    return (f"no evaluated protocol (add a benchmark, or set {name}.protocols or "
+            "fairness.protocols)")
+
+
+def demographics_skip_reason(config: Mapping[str, Any]) -> str:
+    """Why the enabled ``demographics`` section writes nothing; '' when it runs. The same
+    words go into the run's plan, with the key that turns the section on."""
+    if not section_protocols(config, "demographics"):
+        return no_protocol_reason("demographics")
+    if not fairness_groups(config).get("protected"):
+        return ("no fairness groups (fairness is off or fairness.protected is empty; set "
+                "fairness.protected)")
+    return ""
+
+
+def demographics_targets(config: Mapping[str, Any], ds: str) -> list[str]:
+    """Default outputs of the ``demographics`` section for dataset ``ds``: each (model,
+    protocol)'s per-group thresholds."""
+    if (not section_enabled(config, "demographics")
+            or ds not in section_datasets(config, "demographics")
+            or demographics_skip_reason(config)):
+        return []
+    return [f"results/{ds}/demographics/{m}/{p}/group_thresholds.csv"
+            for m in section_models(config, "demographics")
+            for p in section_protocols(config, "demographics")]
+
+
+def demographics_report_kw(caption: str, name: str) -> dict[str, Any]:
+    """Keyword arguments of Snakemake's ``report()`` for a per-model demographics output."""
+    return {"caption": f"../report/{caption}.rst", "category": "Demographics",
             "subcategory": "{ds} / {protocol}", "labels": {"model": "{model}", "file": name}}

@@ -15,7 +15,8 @@ A killed job (SIGKILL: no cleanup runs) leaves its private folder in ``.tmp/``, 
 glob over the target's folder (``faces/*.parquet``) and no stage sees it; the next write
 of the same target (the rerun of that job) removes it, and ``.tmp/`` with it once empty.
 Parquet (:mod:`facecast.io.parquet_io`), figures (:mod:`facecast.report.figures`) and
-text outputs (:func:`write_text`) all go through it."""
+text outputs (:func:`write_text`) all go through it.
+"""
 
 from __future__ import annotations
 

@@ -38,25 +38,29 @@ def portable_path(path: str | os.PathLike, base: str | os.PathLike | None = None
     """``path`` as stored in provenance: relative to ``base`` (POSIX ``/``) when inside it.
 
     ``base`` defaults to the working directory. A relative ``path`` is taken relative to
-    the working directory (as the configuration means it). With ``within`` (a folder that
-    moves as a whole, such as the run folder) a path outside ``base`` is still stored
-    relative to ``base`` (with ``..``) when both lie inside ``within``. Otherwise the
-    absolute path is returned.
+    the working directory (as the configuration means it); when ``base`` is the working
+    directory it is kept as configured (normalised, ``../`` included), so the stored value
+    is the same in every run folder. With ``within`` (a folder that moves as a whole, such
+    as the run folder) a path outside ``base`` is still stored relative to ``base`` (with
+    ``..``) when both lie inside ``within``. Otherwise the absolute path is returned.
     """
     p = _absolute(path)
     b = _absolute(os.getcwd() if base is None else base)
+    if not os.path.isabs(path) and b == _absolute(os.getcwd()):
+        return Path(os.path.normpath(path)).as_posix()
     if is_inside(p, b) or (within is not None and is_inside(p, within) and is_inside(b, within)):
         return Path(os.path.relpath(p, b)).as_posix()
     return p
 
 
 def resolve_portable(value: str | os.PathLike, base: str | os.PathLike | None = None) -> Path:
-    """The path a :func:`portable_path` value names: absolute as is, relative under ``base``
-    (default the working directory)."""
+    """The absolute path a :func:`portable_path` value names: an absolute value as is, a
+    relative one under ``base`` (default the working directory; a relative ``base`` is
+    taken relative to the working directory), normalised."""
     p = Path(value)
     if p.is_absolute():
         return p
-    return Path(os.getcwd() if base is None else base) / p
+    return Path(_absolute(Path(os.getcwd() if base is None else base) / p))
 
 
 def portable_or_none(path: str | os.PathLike | None,

@@ -1,8 +1,10 @@
 """Attribute labels you can trust (issue 14): label audit, landmark features, descriptions.
 
-Modules: :mod:`.noise` (planted demo noise), :mod:`.agreement` (kappa / alpha),
+Modules: :mod:`.agreement` (kappa / alpha),
 :mod:`.rules` (contradictions), :mod:`.metrics` (per-attribute baselines and scores),
 :mod:`.suspects` (ranked suspect labels), :mod:`.audit` (the ``audit`` stage),
 :mod:`.landmarks` / :mod:`.measures` / :mod:`.features` (the ``features`` stage),
-:mod:`.describe` (the ``describe`` stage), :mod:`.config` (``config_errors``).
+:mod:`.describe` (the ``describe`` stage); :mod:`.stage` (the rule entries),
+:mod:`.targets` (the DAG side), :mod:`.checks` (``config_errors``). The demo's planted label
+noise is :mod:`facecast.datasets.label_noise`.
 """

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from facecast.datasets.label_noise import validate_noise_spec
-from facecast.labels.config import enabled
 from facecast.labels.rules import RULE_SETS, validate_rules
+from facecast.labels.targets import enabled
 
 #: what each label stage adds, for the plan's "off" lines
 WHAT = {"audit": "audits attribute labels", "features": "finds prominent features from "

@@ -1,4 +1,6 @@
-"""Parse-time checks and file lists for the ``audit``, ``features`` and ``describe`` stages.
+"""The DAG side of the label stages ``audit``, ``features`` and ``describe``
+(workflow/rules/labels.smk): their inputs, output files, report() keywords and which of
+them a config asks for.
 
 Imported when the Snakefile is parsed, so it stays free of heavy imports.
 """
@@ -49,9 +51,9 @@ def default_targets(config: Mapping[str, Any], ds: str) -> list[str]:
     return out
 
 
-def audit_inputs(config: Mapping[str, Any], ds: str, per_shard=None) -> dict[str, Any]:
-    """Inputs of rule audit: the attribute table, the faces and embedding shard indexes
-    (``per_shard`` is unused), features."""
+def audit_inputs(config: Mapping[str, Any], ds: str) -> dict[str, Any]:
+    """Inputs of rule audit: the attribute table, the faces and embedding shard indexes,
+    features."""
     audit = config.get("audit") or {}
     # the shard indexes stand for every faces / embedding shard (a small DAG at 42M images)
     out: dict[str, Any] = {"attributes": f"results/{ds}/attributes.parquet",
