@@ -21,6 +21,15 @@ it finishes in well under 2 minutes on 2 cores. Bigger runs go behind flags:
     python benchmarks/embed_throughput.py --n 512 --batch-sizes 16,64 --arch r100  # CPU, full
     python benchmarks/embed_throughput.py --device cuda --amp fp16 --n 20000 \\
         --batch-sizes 256,512,1024 --workers 12 --backends iresnet --arch r100  # GPU goal
+
+``--per-arch`` instead prints faces/s of the ``arcface_torch`` backend for each of its
+architectures (r18 ... r200, mbf, mbf_large, vit_t, vit_s, vit_b; random weights saved
+and loaded as ``backbone.pth``): on the CPU with ``--cpu-threads`` (2) threads for
+``--cpu-n`` (16) faces in batches of 16, and, where CUDA is available, for ``--gpu-archs``
+(r100, vit_b) on the GPU in fp32 and fp16 autocast at ``--batch-sizes`` over ``--n`` faces:
+
+    python benchmarks/embed_throughput.py --per-arch                     # CPU rows only
+    python benchmarks/embed_throughput.py --per-arch --n 4096 --batch-sizes 128,512  # + GPU
 """
 
 from __future__ import annotations
@@ -129,6 +138,50 @@ def dlib_threads_figure(emb, decoded: torch.Tensor) -> str:
     return "dlib from Python threads: " + "; ".join(out)
 
 
+def per_arch(args) -> None:
+    """faces/s of every arcface_torch arch on the CPU, and of ``--gpu-archs`` on CUDA."""
+    from facecast.embed.arcface.weights import ARCHS, build_backbone
+
+    archs = ARCHS if args.archs == "all" else tuple(args.archs.split(","))
+    gpu_archs = [a for a in args.gpu_archs.split(",") if a]
+    cuda = torch.cuda.is_available() and args.device != "cpu"
+    n_max = max(args.cpu_n, args.n if cuda else 0)
+    crops = torch.from_numpy(np.stack(_decode(make_pngs(n_max, 112))))
+    rows = []
+    torch.set_num_threads(args.cpu_threads)
+    print(f"arcface_torch per arch: CPU {args.cpu_threads} threads, {args.cpu_n} faces, "
+          f"batch 16" + (f"; GPU {torch.cuda.get_device_name()}, {args.n} faces" if cuda
+                         else "; no GPU"), flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for arch in dict.fromkeys([*archs, *(gpu_archs if cuda else [])]):
+            path = str(Path(tmp) / f"{arch}.pth")
+            torch.save(build_backbone(arch).eval().state_dict(), path)
+            cfg = {"backend": "arcface_torch", "arch": arch, "weights": path}
+            runs = [("cpu", "none", 16, args.cpu_n)] if arch in archs else []
+            if cuda and arch in gpu_archs:
+                runs += [("cuda", amp, bs, args.n) for amp in ("none", "fp16")
+                         for bs in (int(b) for b in args.batch_sizes.split(","))]
+            for device, amp, bs, n in runs:
+                torch.set_num_threads(args.cpu_threads if device == "cpu" else args.threads)
+                emb = build_embedder(arch, cfg, device=device, amp=amp)
+                batch = crops[:n].pin_memory() if device == "cuda" else crops[:n]
+
+                emb.embed(batch[:bs if device == "cuda" else 2])  # warm-up (cuDNN autotune)
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                t = time.perf_counter()
+                for i in range(0, n, bs):
+                    emb.embed(batch[i:i + bs])  # features come back to the host: synced
+                rows.append((arch, device, amp, bs, n / (time.perf_counter() - t)))
+                print(f"  {arch:<10}{device:<6}{amp:<6}{bs:>6}{rows[-1][-1]:>12.1f} faces/s",
+                      flush=True)
+                del emb
+            Path(path).unlink()
+    print(f"\n{'arch':<10}{'device':<8}{'amp':<6}{'batch':>6}{'faces/s':>12}")
+    for arch, dev, amp, bs, rate in rows:
+        print(f"{arch:<10}{dev:<8}{amp:<6}{bs:>6}{rate:>12.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=64, help="images per measurement")
@@ -141,7 +194,18 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--iresnet-weights", default="")
     ap.add_argument("--facenet-weights", default="")
+    ap.add_argument("--per-arch", action="store_true",
+                    help="faces/s of each arcface_torch arch (CPU; r100/vit_b also on CUDA)")
+    ap.add_argument("--archs", default="all", help="--per-arch: CPU archs (comma list)")
+    ap.add_argument("--gpu-archs", default="r100,vit_b", help="--per-arch: archs on CUDA")
+    ap.add_argument("--cpu-threads", type=int, default=2, help="--per-arch: CPU threads")
+    ap.add_argument("--cpu-n", type=int, default=16, help="--per-arch: faces per CPU figure")
     args = ap.parse_args()
+    if args.per_arch:
+        if torch.cuda.is_available():
+            torch.backends.cudnn.benchmark = True
+        per_arch(args)
+        return
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     if device.type == "cuda":

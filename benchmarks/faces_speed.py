@@ -14,14 +14,21 @@ Prints per-image wall and CPU milliseconds for
 Goals: MTCNN path, per-image cost near MTCNN's own on a 512 px photo (~60 ms on one idle
 core here); aligned input, >= 1,500 images/s per job on 2 cores (a 10k shard in < 10 s).
 
+``--yale [DIR]`` instead compares the detectors on the real Yale face set (164 photos,
+default ``../shared/fixtures/yale``): ``run_faces_shard`` with ``faces.detector`` mtcnn and
+yunet (``--detector`` picks one), 1 and 2 worker threads, printing faces found / images,
+statuses and images/s.
+
     .venv/bin/python benchmarks/faces_speed.py [--n 64] [--repeat 5] [--aligned-n 4000]
     .venv/bin/python benchmarks/faces_speed.py --aligned-only
+    .venv/bin/python benchmarks/faces_speed.py --yale [--detector yunet]
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -106,6 +113,49 @@ def aligned_input_speed(n: int) -> None:
                   f"{counts}")
 
 
+def yale_speed(root: Path, detectors: list[str], repeat: int) -> None:
+    """Detection rate and images/s of the faces stage per detector on the Yale photos."""
+    import pyarrow.parquet as pq
+
+    paths = sorted(str(p.relative_to(root)) for p in root.glob("subject*/*") if p.is_file())
+    print(f"== faces stage on {len(paths)} Yale photos ({root}); {os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.2f}; best of {repeat} ==")
+    images = [read_image(root / p).array for p in paths]
+    for name in detectors:  # the detector alone, on decoded images, one thread
+        if name == "yunet":
+            from facecast.faces.yunet import YuNetDetector
+
+            det = YuNetDetector({"detector": "yunet"}, threads=1)
+        else:
+            det = FaceDetector({"device": "cpu"})
+        with torch_threads(1):
+            r = timed(lambda det=det: det.detect(images), repeat)
+        found = sum(len(d) > 0 for d in det.detect(images))
+        print(f"{name:6s} detect() alone, 1 thread: {r[0] / len(images):6.1f} ms/img wall, "
+              f"{r[1] / len(images):6.1f} ms/img cpu, {1000 * len(images) / r[0]:6.1f} img/s; "
+              f"faces found in {found}/{len(images)} images")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        ids = [p.split("/")[0] for p in paths]
+        manifest = finalize_manifest(pd.DataFrame({"path": paths, "identity": ids}), root,
+                                     shard_size=len(paths))
+        write_manifest(manifest, tmp / "m.parquet", shard_size=len(paths))
+        for name in detectors:
+            for workers in (1, 2):
+                cfg = {"detector": name, "device": "cpu"}
+                walls = []
+                for _ in range(repeat):
+                    w = time.perf_counter()
+                    counts = run_faces_shard(tmp / "m.parquet", "00000", root,
+                                             tmp / "out.parquet", cfg, threads=workers)
+                    walls.append(time.perf_counter() - w)
+                out = pq.read_table(tmp / "out.parquet", columns=["n_faces"]).to_pandas()
+                found = int((out["n_faces"].fillna(0) > 0).sum())
+                print(f"{name:6s} workers {workers}: faces found in {found}/{len(out)} "
+                      f"images, {len(paths) / min(walls):6.1f} img/s (whole shard: decode, "
+                      f"detect, align, PNG, Parquet; model load included)  {counts}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=64, help="images in the end-to-end shard")
@@ -114,7 +164,14 @@ def main() -> None:
                     help="112 px crops in the pre-aligned-input shard")
     ap.add_argument("--aligned-only", action="store_true",
                     help="only the pre-aligned input figures")
+    ap.add_argument("--yale", nargs="?", type=Path, const=REPO.parent / "shared/fixtures/yale",
+                    help="compare the detectors on the Yale photos in this folder")
+    ap.add_argument("--detector", choices=["mtcnn", "yunet"], action="append",
+                    help="with --yale: only this detector (repeatable; default both)")
     args = ap.parse_args()
+    if args.yale is not None:
+        yale_speed(args.yale, args.detector or ["mtcnn", "yunet"], min(args.repeat, 3))
+        return
     if args.aligned_only:
         aligned_input_speed(args.aligned_n)
         return

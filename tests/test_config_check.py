@@ -387,8 +387,8 @@ def test_backend_options_belong_to_their_backend():
     cfg = demo(embed={"models": {"lbp": {"backend": "lbp", "arch": "r50"},
                                  "dlib": {"backend": "dlib_resnet", "pca_dim": 64}}})
     errs = errors_of(cfg)
-    assert errs[0].startswith("embed.models.lbp.arch: is an option of backend iresnet, not "
-                              "of lbp")
+    assert errs[0].startswith("embed.models.lbp.arch: is an option of backend arcface_torch, "
+                              "not of lbp")
     assert errs[1].startswith("embed.models.dlib.pca_dim: is an option of backend lbp, not "
                               "of dlib_resnet (dlib_resnet options: num_jitters, weights)")
     assert len(errs) == 2
@@ -400,7 +400,8 @@ def test_crops_a_stage_reads_must_be_stored():
     from facecast.embed.registry import BACKENDS
     from facecast.faces.checks import BACKEND_CROPS
 
-    assert set(BACKEND_CROPS) | {"onnx"} == set(BACKENDS)  # every backend says its crop
+    # every backend says its crop (onnx and torchscript: their crop option)
+    assert set(BACKEND_CROPS) | {"onnx", "torchscript"} == set(BACKENDS)
     faces = {"detector": "none", "crops": ["arcface"]}
     ok = demo(faces=faces, embed={"models": {"dlib": {"backend": "dlib_resnet"}}},
               features={"enabled": False})
@@ -417,6 +418,10 @@ def test_crops_a_stage_reads_must_be_stored():
                   embed={"models": {"o": {"backend": "onnx", "weights": "m.onnx",
                                           "crop": "arcface"}}})
     assert any("embed.models.o (backend onnx) reads" in e for e in errors_of(no_arc))
+    no_fn = demo(faces={"crops": ["arcface"]}, features={"enabled": False},
+                 embed={"models": {"t": {"backend": "torchscript", "weights": "m.pt",
+                                         "crop": "facenet"}}})
+    assert any("embed.models.t (backend torchscript) reads" in e for e in errors_of(no_fn))
 
 
 def test_backend_option_sets_match_the_backend_classes():

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import hashlib
+import warnings
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
+import torch.nn.functional as F
 from PIL import Image
 from skimage.data import astronaut
 
 from facecast.embed.base import MissingWeightsError
 from facecast.embed.lbp import load_fit
-from facecast.embed.stage import embed_shard, fit_lbp
+from facecast.embed.stage import (
+    UnusableFeaturesError,
+    embed_shard,
+    feature_problems,
+    fit_lbp,
+)
 from facecast.faces.crops import encode_png
 from facecast.io.parquet_io import read_provenance, write_parquet
 
@@ -167,3 +175,138 @@ def test_missing_weights_fail_before_output(shard, tmp_path):
         embed_shard(shard / "faces" / "00000.parquet", out, "r100",
                     {"backend": "iresnet", "weights": str(tmp_path / "backbone.pth")}, {})
     assert not out.exists()
+
+
+# --------------------------------------------------------------- unusable (non-finite) features
+
+
+class _Overflow(torch.nn.Module):
+    """Pooled pixels (+2, so positive); rows brighter than ``threshold`` times ``scale``:
+    a model whose activations blow up on some inputs."""
+
+    def __init__(self, threshold: float, scale: float) -> None:
+        super().__init__()
+        self.threshold = threshold
+        self.scale = scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = F.adaptive_avg_pool2d(x, 4).flatten(1) + 2.0
+        bright = x.mean(dim=(1, 2, 3)) > self.threshold
+        return torch.where(bright[:, None], f * self.scale, f)
+
+
+MIXED = {"bright1.jpg": ("ok", 1.3), "dark1.jpg": ("ok", 0.5),
+         "bright2.jpg": ("fallback", 1.25), "dark2.jpg": ("aligned_input", 0.6)}
+
+
+@pytest.fixture(scope="module")
+def mixed_shard(tmp_path_factory):
+    """Two bright and two dark faces, a row without a face and one whose crop is broken;
+    the threshold between the bright and dark crops' mean normalised pixel."""
+    root = tmp_path_factory.mktemp("embed_mixed")
+    rows, means = [], {}
+    for k, (name, (status, gain)) in enumerate(MIXED.items()):
+        crop = _crop(k - 2, 1 - k, gain=gain)
+        means[name] = float(((crop.astype(np.float32) - 127.5) / 127.5).mean())
+        rows.append({"image_id": name, "status": status,
+                     "message": "no face; centre crop" if status == "fallback" else "",
+                     "crop_arcface": encode_png(crop), "crop_facenet": None})
+    rows.append({"image_id": "none.jpg", "status": "no_face", "message": "no face found",
+                 "crop_arcface": None, "crop_facenet": None})
+    rows.append({"image_id": "broken.jpg", "status": "ok", "message": "",
+                 "crop_arcface": b"\x89PNG\r\n\x1a\nbroken", "crop_facenet": None})
+    faces = root / "00000.parquet"
+    write_parquet(_faces_table(rows), faces)
+    bright = min(means["bright1.jpg"], means["bright2.jpg"])
+    dark = max(means["dark1.jpg"], means["dark2.jpg"])
+    assert bright > dark + 0.1
+    return faces, (bright + dark) / 2
+
+
+def _run(faces, tmp_path, threshold: float, scale: float, tag: str, amp: str = "none"):
+    model = tmp_path / f"overflow_{tag}.pt"
+    with warnings.catch_warnings():  # torch >= 2.9 deprecates writing TorchScript
+        warnings.simplefilter("ignore", FutureWarning)
+        torch.jit.save(torch.jit.script(_Overflow(threshold, scale)), str(model))
+    out = tmp_path / tag / "00000.parquet"
+    embed_shard(faces, out, "blow", {"backend": "torchscript", "weights": str(model)},
+                {"batch_size": 3, "device": "cpu", "amp": amp})
+    df = pd.read_parquet(out).set_index("image_id")
+    return df, read_provenance(out)
+
+
+def _untouched(df):
+    assert (df.loc["none.jpg", "status"], df.loc["none.jpg", "message"]) == \
+        ("no_face", "no face found")
+    assert df.loc["broken.jpg", "status"] == "decode_error"
+    assert df.loc[["none.jpg", "broken.jpg"], "embedding"].isna().all()
+
+
+def test_rows_with_inf_features_get_embed_error(mixed_shard, tmp_path):
+    faces, threshold = mixed_shard
+    df, prov = _run(faces, tmp_path, threshold, float("inf"), "inf")
+    ref, _ = _run(faces, tmp_path, threshold, 1.0, "ref")
+    bright, dark = ["bright1.jpg", "bright2.jpg"], ["dark1.jpg", "dark2.jpg"]
+    assert (df.loc[bright, "status"] == "embed_error").all()
+    for m in df.loc[bright, "message"]:
+        assert m == "non-finite features (inf) from model blow"
+    assert df.loc[bright, "embedding"].isna().all() and df.loc[bright, "norm"].isna().all()
+    assert (df.loc[dark, "status"] == "ok").all() and (ref.loc[list(MIXED), "status"] == "ok").all()
+    np.testing.assert_array_equal(np.stack(df.loc[dark, "embedding"]),
+                                  np.stack(ref.loc[dark, "embedding"]))
+    np.testing.assert_array_equal(df.loc[dark, "norm"], ref.loc[dark, "norm"])
+    _untouched(df)
+    assert prov["n_unusable_features"] == 2  # counted in the provenance
+
+
+def test_norm_beyond_float32_is_never_ok(mixed_shard, tmp_path):
+    """Finite features whose norm overflows float32 used to be status ok with norm inf."""
+    faces, threshold = mixed_shard
+    df, prov = _run(faces, tmp_path, threshold, 1e38, "huge")
+    assert np.isfinite(df["norm"].dropna()).all()
+    bright = ["bright1.jpg", "bright2.jpg"]
+    assert (df.loc[bright, "status"] == "embed_error").all()
+    assert df.loc[bright, "message"].str.startswith(
+        "feature norm beyond float32 from model blow (norm ").all()
+    assert (df.loc[["dark1.jpg", "dark2.jpg"], "status"] == "ok").all()
+    assert prov["n_unusable_features"] == 2
+
+
+def test_large_finite_features_keep_a_finite_norm(mixed_shard, tmp_path):
+    """1e20-scale features: the float32 norm used to overflow (norm inf, embedding zeros)."""
+    faces, threshold = mixed_shard
+    df, prov = _run(faces, tmp_path, threshold, 1e20, "big")
+    ref, _ = _run(faces, tmp_path, threshold, 1.0, "ref")
+    rows = list(MIXED)
+    assert (df.loc[rows, "status"] == "ok").all() and prov["n_unusable_features"] == 0
+    bright = ["bright1.jpg", "bright2.jpg"]
+    np.testing.assert_allclose(df.loc[bright, "norm"], ref.loc[bright, "norm"] * 1e20,
+                               rtol=1e-5)
+    np.testing.assert_allclose(np.stack(df.loc[rows, "embedding"]),
+                               np.stack(ref.loc[rows, "embedding"]), atol=1e-6)
+
+
+def test_every_row_unusable_stops_the_job(mixed_shard, tmp_path):
+    faces, _ = mixed_shard
+    with pytest.raises(UnusableFeaturesError) as err:
+        _run(faces, tmp_path, -10.0, float("inf"), "all")
+    msg = str(err.value)
+    assert "'blow'" in msg and "backend torchscript" in msg
+    assert "all 4 faces that reached the model" in msg and "non-finite features (inf): 4" in msg
+    assert "broken model or weight file" in msg and "overflow_all.pt" in msg
+    assert not (tmp_path / "all" / "00000.parquet").exists()
+    with pytest.raises(UnusableFeaturesError, match="overflowing under bf16 mixed precision; "
+                       "set embed.amp: none"):
+        _run(faces, tmp_path, -10.0, float("inf"), "all_bf16", amp="bf16")
+
+
+def test_feature_problems_reasons():
+    feats = np.array([[3, 4], [np.inf, 1], [np.nan, -np.inf], [0, 0], [3e38, 3e38],
+                      [1e30, 1e30]], np.float32)
+    norms, reasons = feature_problems(feats, "m", amp="fp16")
+    hint = "; embed.amp is fp16: try embed.amp: none"
+    assert norms[0] == 5 and np.isfinite(norms[5]) and reasons[0] == reasons[5] == ""
+    assert reasons[1] == "non-finite features (inf) from model m" + hint
+    assert reasons[2] == "non-finite features (nan and inf) from model m" + hint
+    assert reasons[3] == "all-zero feature vector from model m" + hint
+    assert reasons[4].startswith("feature norm beyond float32 from model m (norm 4.24e+38)")

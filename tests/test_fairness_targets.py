@@ -2,7 +2,6 @@
 
 from facecast.fairness import targets
 
-
 GENDER = {"gender": {"column": "age_gender_male", "bins": [0.5]}}
 
 

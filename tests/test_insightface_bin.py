@@ -90,6 +90,33 @@ def test_layout_errors_name_the_file(tmp_path):
         load_bin(p)
 
 
+@pytest.mark.parametrize("obj, message", [
+    (([b"a", b"b"], ["yes"]), r"issame label 0 is 'yes' \(str\), not a bool"),
+    (([b"a", b"b"], [2]), r"issame label 0 is 2 \(int\), not a bool"),
+    (([b"a", b"b"], {"0": True}), "the issame labels are a dict, not a list of bools"),
+    (([b"a", b"b"], b"\x01"), "the issame labels are a bytes, not a list of bools"),
+    (({"0": b"a"}, [True]), "the images are a dict, not a list"),
+    ((["a", "b"], [True]), "image 0 is str, not encoded bytes"),
+    (([b"a", b"b"], [True], [False]), r"bools\) pair; got a tuple of 3"),
+    ({"images": [b"a"]}, r"bools\) pair; got a dict"),
+    ([b"a", b"b"], "the images are a bytes, not a list"),
+])
+def test_a_pickle_of_another_shape_is_a_clear_error(tmp_path, obj, message):
+    """Anything but (list of encoded images, list of bools) is refused, naming the file."""
+    p = tmp_path / "odd.bin"
+    p.write_bytes(pickle.dumps(obj, protocol=2))
+    with pytest.raises(DatasetError, match=rf"odd.bin: .*{message}"):
+        load_bin(p)
+
+
+def test_integer_and_numpy_labels_are_bools(tmp_path):
+    p = tmp_path / "ints.bin"
+    p.write_bytes(pickle.dumps(([b"a", b"b", b"c", b"d"], [1, 0]), protocol=2))
+    assert load_bin(p)[1].tolist() == [True, False]
+    p.write_bytes(pickle.dumps(([b"a", b"b"], np.array([1], np.int8)), protocol=2))
+    assert load_bin(p)[1].tolist() == [True]
+
+
 # ------------------------------------------------------------ dataset and protocol
 
 def insightface_accuracy(dist: np.ndarray, issame: np.ndarray) -> tuple[float, float]:

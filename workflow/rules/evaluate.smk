@@ -1,12 +1,15 @@
 # Evaluate: score embedders on verification protocols (mined benchmarks, the dataset's LFW
-# pairs.txt as `lfw`, imported CAST .list folders / pairs.txt files) -> scores, metrics,
-# ROC/DET; then a models x benchmarks summary. Logic: facecast.evaluate.stage; targets:
+# pairs.txt as `lfw`, imported CAST .list folders / pairs.txt files, the protocols an
+# insightface .bin dataset implies: its file stem, or CC11's eleven blocks) -> scores,
+# metrics, ROC/DET; then a models x benchmarks summary, a CC11 table per `layout: cc11`
+# dataset and one table of every .bin set. Logic: facecast.evaluate.stage; targets:
 # facecast.evaluate.targets (mined benchmarks: facecast.analysis.targets).
 # Rerun one benchmark: snakemake results/<ds>/eval/<model>/<bench>.parquet
 # Params carry only what each job reads (evaluate.targets.job_config; one import's spec), so
 # editing one evaluate.imports entry reruns that protocol's jobs only.
 import facecast.analysis.targets as analysis_targets
 import facecast.evaluate.targets as eval_targets
+from facecast.config.bin_sets import CC11_NAMES
 
 
 rule import_protocol:
@@ -15,7 +18,7 @@ rule import_protocol:
     output:
         pairs="results/{ds}/protocols/{proto}.parquet",
     params:
-        spec=lambda wc: eval_targets.imports(config)[wc.proto],
+        spec=lambda wc: eval_targets.protocol_spec(config, wc.ds, wc.proto),
         n_folds=config["evaluate"]["n_folds"],
         seed=config["seed"],
     wildcard_constraints:
@@ -26,6 +29,28 @@ rule import_protocol:
         "../../envs/cpu.yaml"
     script:
         "../../scripts/evaluate_import.py"
+
+
+# The eleven block protocols of a CC11 .bin in one job (the file is read once); an import
+# of the same name on that dataset yields to the block, as protocol_spec decides.
+rule cc11_protocols:
+    input:
+        manifest="results/{ds}/manifest.parquet",
+    output:
+        pairs=expand("results/{{ds}}/protocols/{name}.parquet", name=CC11_NAMES),
+    params:
+        path=lambda wc: config["datasets"][wc.ds]["path"],
+    wildcard_constraints:
+        ds=eval_targets.cc11_regex(config),
+    log:
+        "results/{ds}/logs/evaluate/cc11_protocols.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/evaluate_cc11_protocols.py"
+
+
+ruleorder: cc11_protocols > import_protocol
 
 
 rule evaluate_benchmark:
@@ -117,4 +142,66 @@ rule pair_stats_html:
         "../../scripts/evaluate_pair_stats_html.py"
 
 
+rule cc11_table:
+    input:
+        metrics=lambda wc: [it["path"] for it in eval_targets.cc11_items(config, wc.ds)],
+    output:
+        table="results/{ds}/eval/cc11.parquet",
+        markdown=report(
+            "results/{ds}/eval/cc11.md",
+            caption="../report/cc11_table.rst",
+            category="Evaluation",
+            subcategory="{ds}",
+            labels={"table": "CC11 (Markdown)"},
+        ),
+        html=report(
+            "results/{ds}/eval/cc11.html",
+            caption="../report/cc11_table.rst",
+            category="Evaluation",
+            subcategory="{ds}",
+            labels={"table": "CC11"},
+        ),
+    params:
+        entries=lambda wc: eval_targets.cc11_items(config, wc.ds),
+        models=eval_targets.eval_models(config),
+        source=lambda wc: config["datasets"][wc.ds].get("path", ""),
+    log:
+        "results/{ds}/logs/evaluate/cc11_table.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/evaluate_cc11.py"
+
+
+rule bin_suite:
+    input:
+        metrics=[it["path"] for it in eval_targets.bin_suite_items(config)],
+    output:
+        table="results/bin_suite.parquet",
+        markdown=report(
+            "results/bin_suite.md",
+            caption="../report/bin_suite.rst",
+            category="Evaluation",
+            labels={"table": "verification .bin sets (Markdown)"},
+        ),
+        html=report(
+            "results/bin_suite.html",
+            caption="../report/bin_suite.rst",
+            category="Evaluation",
+            labels={"table": "verification .bin sets"},
+        ),
+    params:
+        entries=eval_targets.bin_suite_items(config),
+        models=eval_targets.eval_models(config),
+        flips=eval_targets.model_flips(config),
+    log:
+        "results/logs/evaluate/bin_suite.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/evaluate_bin_suite.py"
+
+
 DEFAULT_TARGETS.append(lambda ds: eval_targets.evaluate_targets(config, ds))
+DEFAULT_TARGETS.append(lambda ds: eval_targets.cc11_targets(config, ds))
+DEFAULT_TARGETS.append(lambda ds: eval_targets.bin_suite_targets(config, ds))

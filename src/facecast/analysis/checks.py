@@ -4,9 +4,9 @@ in range, and every column a filter or ``correlations.columns`` names will be in
 ``attributes.parquet`` (:mod:`facecast.config.columns`).
 
 :func:`fill_defaults`: a config without a ``benchmarks`` section (and no other protocol: no
-LFW pairs file, no import) gets one, :data:`DEFAULT_BENCHMARK` - the exhaustive protocol of
-the whole pool (every genuine pair, a seeded sample of impostor pairs) - so a folder of
-photos and one embedder is evaluated. ``benchmarks: {}`` asks for none.
+LFW pairs file, no import, no ``insightface_bin`` dataset) gets one,
+:data:`DEFAULT_BENCHMARK` - the exhaustive protocol of the whole pool (every genuine pair,
+a seeded sample of impostor pairs) - so a folder of photos and one embedder is evaluated. ``benchmarks: {}`` asks for none.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
     gives a protocol; return the plan line."""
     if "benchmarks" not in absent or config.get("benchmarks"):
         return []
-    has_pairs = any(spec.get("pairs") for spec in datasets_of(config).values())
+    has_pairs = any(spec.get("pairs") or spec.get("kind") == "insightface_bin"
+                    for spec in datasets_of(config).values())  # a .bin implies its pairs
     if has_pairs or section(section(config, "evaluate"), "imports"):
         return []
     config["benchmarks"] = {DEFAULT_BENCHMARK_NAME: {

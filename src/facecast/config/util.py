@@ -135,12 +135,16 @@ def fairness_enabled(config: Mapping[str, Any]) -> bool:
 
 def protocol_names(config: Mapping[str, Any]) -> list[str]:
     """Every protocol an evaluation can be asked for: mined benchmarks, ``lfw`` (when a
-    dataset has a pairs file) and ``evaluate.imports``."""
+    dataset has a pairs file), ``evaluate.imports`` and the protocols ``insightface_bin``
+    datasets imply (:mod:`facecast.config.bin_sets`)."""
+    from facecast.config.bin_sets import all_bin_protocols
+
     out = name_list(section(config, "benchmarks"))
     if any(spec.get("pairs") for spec in datasets_of(config).values()):
         out.append("lfw")
-    return out + [n for n in name_list(section(section(config, "evaluate"), "imports"))
-                  if n not in out]
+    out += [n for n in name_list(section(section(config, "evaluate"), "imports"))
+            if n not in out]
+    return out + [n for n in all_bin_protocols(config) if n not in out]
 
 
 def embed_model_names(config: Mapping[str, Any]) -> list[str]:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from facecast.config.util import name_list
+from facecast.evaluate.targets import protocol_applies
 from facecast.fairness.targets import protocols as fairness_protocols
 
 OUT_DIR = "results/{ds}/covariates/{model}/{protocol}"
@@ -53,7 +54,8 @@ def targets(config: Mapping[str, Any], ds: str, datasets: Sequence[str]) -> list
     if ds not in (_names(section(config).get("datasets")) or list(datasets)):
         return []
     return [f"results/{ds}/covariates/{m}/{p}/fit.json"
-            for m in models(config) for p in protocols(config)]
+            for m in models(config) for p in protocols(config)
+            if protocol_applies(config, ds, p)]
 
 
 def report_kw(name: str, caption: str) -> dict[str, Any]:

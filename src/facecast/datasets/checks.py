@@ -5,7 +5,7 @@ columns for the column registry (:mod:`facecast.config.columns`).
 messages``, each starting with the key path at fault: dataset roots, manifests, pairs and
 exclude files exist; RecordIO / .bin containers and ``exclude_by`` are consistent;
 ``faces.detector: none`` lets images into benchmarks; ``insightface_bin`` imports name
-their dataset. It is cheap (stats a few files, reads no records) and imports nothing heavy.
+their dataset; a ``.bin`` dataset's ``layout`` and the protocol name its file stem gives. It is cheap (stats a few files, reads no records) and imports nothing heavy.
 
 Label columns (registered with :func:`facecast.config.columns.register_labels`): the
 synthetic generator's (with its planted ``label_noisy_*``), CelebA's annotation header, a
@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from facecast.config.bin_sets import bin_spec_errors
 from facecast.config.columns import register_labels
 from facecast.config.util import module_constant, need_file, section, warn
 from facecast.datasets.label_noise import DEMO_LABEL_NOISE, noise_attributes
@@ -82,6 +83,7 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
                 errors.append(f"{key}.path: dataset kind insightface_bin needs its .bin file")
             else:
                 need_file(errors, f"{key}.path", spec["path"], "verification .bin")
+        errors += bin_spec_errors(ds, spec)
         by = spec.get("exclude_by", "path")
         if by == "record" and kind != "recordio":
             errors.append(f"{key}.exclude_by: 'record' needs kind recordio (got {kind})")

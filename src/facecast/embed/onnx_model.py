@@ -14,16 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from facecast.embed.base import Embedder, missing_weights, to_float_nchw
-
-
-def _as_triple(value: float | list[float], what: str) -> np.ndarray:
-    arr = np.asarray(value, dtype=np.float32).reshape(-1)
-    if arr.size == 1:
-        arr = np.repeat(arr, 3)
-    if arr.size != 3:
-        raise ValueError(f"onnx {what} must be one number or three, got {value!r}")
-    return arr
+from facecast.embed.base import Embedder, missing_weights
+from facecast.embed.pixels import PixelSpec
 
 
 def input_geometry(shape: list[Any]) -> tuple[str, int, int]:
@@ -54,6 +46,7 @@ class OnnxEmbedder(Embedder):
                  channel_order: str = "rgb", device: torch.device | None = None,
                  amp: str = "none", threads: int | None = None) -> None:
         super().__init__(name, device, amp)
+        self.pixels = PixelSpec("onnx", crop, mean, std, channel_order)
         import onnxruntime as ort
 
         path = Path(weights)
@@ -72,14 +65,7 @@ class OnnxEmbedder(Embedder):
         self.layout, self.height, self.width = input_geometry(list(inp.shape))
         if self.height != self.width:
             raise ValueError(f"{path}: non-square input {self.height}x{self.width}")
-        if channel_order not in ("rgb", "bgr"):
-            raise ValueError(f"onnx channel_order must be rgb or bgr, got {channel_order!r}")
-        if crop not in ("arcface", "facenet"):
-            raise ValueError(f"onnx crop must be arcface or facenet, got {crop!r}")
-        self.mean = _as_triple(mean, "mean")
-        self.std = _as_triple(std, "std")
-        self.channel_order = channel_order
-        self.crop_column = f"crop_{crop}"
+        self.crop_column = self.pixels.crop_column
         self.weights_path = str(path)
         out_shape = self.session.get_outputs()[0].shape
         tail = [d for d in out_shape[1:] if isinstance(d, int)]
@@ -91,11 +77,7 @@ class OnnxEmbedder(Embedder):
                            .shape[1])
 
     def embed(self, crops: torch.Tensor) -> np.ndarray:
-        x = to_float_nchw(crops, torch.device("cpu"), self.height, channels_last=False)
-        if self.channel_order == "bgr":
-            x = x.flip(1)
-        x = (x - torch.from_numpy(self.mean).view(1, 3, 1, 1)) / torch.from_numpy(
-            self.std).view(1, 3, 1, 1)
+        x = self.pixels(crops, torch.device("cpu"), self.height)
         if self.layout == "NHWC":
             x = x.permute(0, 2, 3, 1)
         out = self.session.run(None, {self.input_name: np.ascontiguousarray(x.numpy())})[0]
@@ -103,6 +85,5 @@ class OnnxEmbedder(Embedder):
 
     def provenance(self) -> dict[str, Any]:
         return {**super().provenance(), "layout": self.layout, "input_size": self.height,
-                "mean": self.mean.tolist(), "std": self.std.tolist(),
-                "channel_order": self.channel_order,
+                **self.pixels.provenance(),
                 "providers": list(self.session.get_providers())}

@@ -16,10 +16,15 @@ if TYPE_CHECKING:  # the registry is imported when the Snakefile is parsed: no t
 BACKENDS: dict[str, tuple[str, str]] = {
     "dlib_resnet": ("facecast.embed.dlib_resnet", "DlibEmbedder"),
     "facenet": ("facecast.embed.facenet", "FacenetEmbedder"),
-    "iresnet": ("facecast.embed.iresnet", "IResNetEmbedder"),
+    "arcface_torch": ("facecast.embed.arcface.embedder", "ArcfaceTorchEmbedder"),
+    "iresnet": ("facecast.embed.arcface.embedder", "ArcfaceTorchEmbedder"),  # alias
     "onnx": ("facecast.embed.onnx_model", "OnnxEmbedder"),
+    "torchscript": ("facecast.embed.torchscript_model", "TorchScriptEmbedder"),
     "lbp": ("facecast.embed.lbp", "LBPEmbedder"),
+    "sface": ("facecast.embed.sface", "SFaceEmbedder"),
 }
+#: other names of a backend (same class, same options): alias -> backend
+BACKEND_ALIASES = {"iresnet": "arcface_torch"}
 #: backends that need a fitted artefact from the pipeline (rule ``embed_fit``)
 FITTED_BACKENDS = {"lbp"}
 #: model-config keys that are not constructor options

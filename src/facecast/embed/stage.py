@@ -3,9 +3,12 @@
 Every faces row reaches the output. Rows whose faces status is ``ok``, ``fallback`` or
 ``aligned_input`` (pre-aligned input, ``faces.detector: none``) and that carry a crop are embedded and get status ``ok`` (a fallback crop keeps a note in
 ``message``); the others keep their faces status and message, with a null embedding.
-A crop that does not decode gets ``decode_error``; a non-finite or zero feature gets
-``embed_error``. ``norm`` is the raw feature norm (a MagFace-style quality signal) and
-``embedding`` the L2-normalised feature, both null unless ``ok``.
+A crop that does not decode gets ``decode_error``. A feature vector with NaN or inf, all
+zeros, or a norm beyond float32 gets ``embed_error`` with the reason in ``message`` (never
+``ok`` with an infinite norm); when every row that reached the model fails so, the job
+stops with :class:`UnusableFeaturesError` (see :func:`feature_problems`). ``norm`` is the
+raw feature norm (a MagFace-style quality signal) and ``embedding`` the L2-normalised
+feature, both null unless ``ok``.
 """
 
 from __future__ import annotations
@@ -92,6 +95,63 @@ def embed_crops(embedder: Embedder, crops: Sequence[bytes | None], rows: np.ndar
     return feats, ok, errors
 
 
+#: largest float32: a norm beyond it cannot be stored in the ``norm`` column
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+class UnusableFeaturesError(RuntimeError):
+    """Every face that reached a model gave unusable (non-finite or zero) features."""
+
+
+def feature_problems(feats: np.ndarray, model: str, amp: str = "none"
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Norms (float64, so finite features never overflow) and per-row reasons of raw features.
+
+    A row's reason is ``""`` when it is usable, else says why not: NaN/inf features, an
+    all-zero vector, or a norm beyond float32 (the ``norm`` column); under mixed precision
+    it suggests ``embed.amp: none``.
+    """
+    f64 = np.asarray(feats, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        norms = np.linalg.norm(f64, axis=1)
+    nan, inf = np.isnan(f64).any(axis=1), np.isinf(f64).any(axis=1)
+    reasons = np.full(len(f64), "", dtype=object)
+    hint = f"; embed.amp is {amp}: try embed.amp: none" if amp != "none" else ""
+    for i in np.flatnonzero(nan | inf | ~(norms > 0) | ~(norms <= F32_MAX)):
+        if nan[i] or inf[i]:
+            kinds = " and ".join(k for k, hit in (("nan", nan[i]), ("inf", inf[i])) if hit)
+            why = f"non-finite features ({kinds}) from model {model}"
+        elif norms[i] == 0:
+            why = f"all-zero feature vector from model {model}"
+        else:
+            why = f"feature norm beyond float32 from model {model} (norm {norms[i]:.3g})"
+        reasons[i] = why + hint
+    return norms, reasons
+
+
+def active_amp(embedder: Embedder) -> str:
+    """The mixed precision the forward pass really ran under (fp16 is ignored on CPU)."""
+    return "none" if embedder.device.type == "cpu" and embedder.amp == "fp16" else embedder.amp
+
+
+def unusable_error(embedder: Embedder, reasons: np.ndarray) -> UnusableFeaturesError:
+    """The one error of a job whose every embedded face failed: the model and likely cause."""
+    kinds = pd.Series([r.split(" from model")[0] for r in reasons]).value_counts()
+    summary = "; ".join(f"{k}: {v}" for k, v in kinds.items())
+    amp = active_amp(embedder)
+    if amp != "none":
+        cause = (f"activations overflowing under {amp} mixed precision; set embed.amp: none"
+                 + (" (or bf16, which has float32's range)" if amp == "fp16" else ""))
+    else:
+        where = f" ({embedder.weights_path})" if embedder.weights_path else ""
+        cause = (f"a broken model or weight file{where}, or input scaling it was not "
+                 "trained with (its mean/std/channel_order/crop options)")
+    return UnusableFeaturesError(
+        f"embedding model '{embedder.name}' (backend {embedder.backend}, device "
+        f"{embedder.device}, amp {embedder.amp}): all {len(reasons)} faces that reached the "
+        f"model gave unusable features ({summary}). Likely cause: {cause}.")
+
+
 def embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, model_name: str,
                 model_cfg: dict[str, Any], embed_cfg: dict[str, Any] | None = None, *,
                 fit_path: str | None = None, provenance: dict[str, Any] | None = None,
@@ -133,13 +193,19 @@ def embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, mode
     for i, r in enumerate(rows):
         if not ok[i]:
             status[r], message[r] = "decode_error", errors[i]
-    norms = np.linalg.norm(feats, axis=1) if len(rows) else np.zeros(0, np.float32)
-    finite = ok & np.isfinite(feats).all(axis=1) & (norms > 0)
+    norms, reasons = feature_problems(feats, model_name, active_amp(embedder))
+    finite = ok & (reasons == "")
     bad = ok & ~finite
+    if bad.any() and not finite.any():
+        raise unusable_error(embedder, reasons[bad])
     status[rows[bad]] = "embed_error"
-    message[rows[bad]] = "model gave a non-finite or zero feature"
+    message[rows[bad]] = reasons[bad]
+    if bad.any():
+        log.warning("model %s: %d of %d embedded faces gave unusable features (status "
+                    "embed_error), e.g. %s", model_name, int(bad.sum()), int(ok.sum()),
+                    reasons[bad][0])
     ok_rows = rows[finite]
-    emb[ok_rows] = feats[finite] / norms[finite, None]
+    emb[ok_rows] = (feats[finite] / norms[finite, None]).astype(np.float32)
     norm[ok_rows] = norms[finite]
     good[ok_rows] = True
     status[ok_rows] = "ok"
@@ -154,7 +220,8 @@ def embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, mode
         "embedding": emb_arr,
         "norm": pa.array(norm, pa.float32(), mask=~good),
     }, schema=embed_schema(embedder.dim))
-    prov = {**(provenance or {}), "stage": "embed", **embedder.provenance()}
+    prov = {**(provenance or {}), "stage": "embed", **embedder.provenance(),
+            "n_unusable_features": int(bad.sum())}
     write_parquet(out, out_path, provenance=prov)
     counts = pd.Series(status).value_counts().to_dict()
     log.info("wrote %s: %d rows, statuses %s", out_path, n, counts)

@@ -15,7 +15,7 @@ from facecast.embed.registry import FITTED_BACKENDS
 from facecast.io.shard_index import EMBED_INDEX
 
 #: backends that can run on a GPU (dlib-bin wheels are CPU builds; lbp is numpy)
-CUDA_BACKENDS = {"facenet", "iresnet", "onnx"}
+CUDA_BACKENDS = {"arcface_torch", "facenet", "iresnet", "onnx"}
 #: backends whose CPU build computes on one core and holds the GIL (dlib-bin): a job asks
 #: the scheduler for one thread, so two shards run side by side on two cores
 SINGLE_CORE_BACKENDS = {"dlib_resnet"}

@@ -193,7 +193,9 @@ def import_lfw_pairs(pairs_file: str | os.PathLike, manifest_path: str | os.Path
 def import_protocol(spec: Mapping[str, Any], manifest_path: str | os.PathLike,
                     out_path: str | os.PathLike, *, n_folds: int = 10, seed: int = 0,
                     provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
-    """Import one configured protocol (``evaluate.imports.<name>``).
+    """Import one configured protocol (``evaluate.imports.<name>``, or the protocol an
+    ``insightface_bin`` dataset implies: :func:`facecast.evaluate.targets.protocol_spec`,
+    whose ``layout`` / ``block`` keys pick a CC11 block).
 
     ``n_folds`` and ``seed`` (``evaluate.n_folds`` and the global seed) are used when the
     source defines a single fold (see the module docstring).
@@ -209,7 +211,8 @@ def import_protocol(spec: Mapping[str, Any], manifest_path: str | os.PathLike,
         from facecast.evaluate.bin_protocol import import_insightface_bin
 
         return import_insightface_bin(spec["path"], manifest_path, out_path,
-                                      provenance=provenance)
+                                      layout=spec.get("layout") or "pairs",
+                                      block=spec.get("block"), provenance=provenance)
     raise DatasetError(f"unknown protocol format {fmt!r} (cast_lists | lfw_pairs | "
                        "insightface_bin)")
 

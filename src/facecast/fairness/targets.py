@@ -18,7 +18,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from facecast.config.util import name_list
-from facecast.evaluate.targets import eval_benchmarks, eval_models, evaluated_protocols
+from facecast.evaluate.targets import (
+    eval_benchmarks,
+    eval_models,
+    evaluated_protocols,
+    protocol_applies,
+)
 from facecast.io.shard_index import FACES_INDEX
 
 _names = name_list  # one definition: facecast.config.util.name_list
@@ -165,7 +170,8 @@ def demographics_targets(config: Mapping[str, Any], ds: str) -> list[str]:
         return []
     return [f"results/{ds}/demographics/{m}/{p}/group_thresholds.csv"
             for m in section_models(config, "demographics")
-            for p in section_protocols(config, "demographics")]
+            for p in section_protocols(config, "demographics")
+            if protocol_applies(config, ds, p)]
 
 
 def demographics_report_kw(caption: str, name: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from facecast.analysis.targets import is_bin_dataset
 from facecast.fairness.targets import (
     section_datasets,
     section_enabled,
@@ -79,8 +80,9 @@ def skip_reason(config: Mapping[str, Any]) -> str:
 
 def targets(config: Mapping[str, Any], ds: str) -> list[str]:
     """Default outputs of the ``identification`` section for dataset ``ds``: each model's
-    CMC."""
-    if not enabled(config) or ds not in datasets(config) or skip_reason(config):
+    CMC (none on an ``insightface_bin`` dataset: its identities are placeholders)."""
+    if (not enabled(config) or ds not in datasets(config) or skip_reason(config)
+            or is_bin_dataset(config, ds)):
         return []
     return [f"results/{ds}/identification/{m}/cmc.csv" for m in models(config)]
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from facecast.config.columns import known_columns
+from facecast.evaluate.targets import protocol_applies
 from facecast.fairness.targets import (
     no_protocol_reason,
     section_datasets,
@@ -81,7 +82,8 @@ def targets(config: Mapping[str, Any], ds: str) -> list[str]:
     if not enabled(config) or ds not in datasets(config) or skip_reason(config, ds):
         return []
     return [f"results/{ds}/quality/{m}/{p}/ranking.csv"
-            for m in models(config) for p in protocols(config)]
+            for m in models(config) for p in protocols(config)
+            if protocol_applies(config, ds, p)]
 
 
 def report_kw(name: str) -> dict[str, Any]:
