@@ -44,7 +44,9 @@ def _config(work, imports: dict) -> dict:
 
 def _lists(work):
     """Two imports from the mined lists: `one` = every test pair in one 0.list (genuine
-    first, as CAST ships it) + val.list; `ten` = the ten files of another benchmark."""
+    first, as CAST ships it) + val.list; `ten` = the ten files of another benchmark
+    (`fair_pool`, the exhaustive one: every fold has pairs, whatever the machine; the tiny
+    demo's `old` has one or two pairs per fold, and an empty fold is not a list file)."""
     bench = work / "results/demo/benchmarks"
     one, ten = work / "imports/one", work / "imports/ten"
     one.mkdir(parents=True)
@@ -53,9 +55,8 @@ def _lists(work):
     lines = [ln for ln in lines if ln.endswith(" 1")] + [ln for ln in lines if ln.endswith(" 0")]
     (one / "0.list").write_text("\n".join(lines) + "\n")
     shutil.copy(bench / "random/val.list", one / "val.list")
-    shutil.copytree(bench / "old", ten, ignore=shutil.ignore_patterns("*.parquet", "*.txt",
-                                                                      "*.tsv", "*.png", "*.json",
-                                                                      "*.html"))
+    shutil.copytree(bench / "fair_pool", ten, ignore=shutil.ignore_patterns(
+        "*.parquet", "*.txt", "*.tsv", "*.png", "*.json", "*.html"))
     return {"one": {"format": "cast_lists", "path": str(one)},
             "ten": {"format": "cast_lists", "path": str(ten)}}
 

@@ -37,7 +37,7 @@ from scale_support import (
     snakemake_cmd,
 )
 
-LOCAL_RULES = {"all", "faces_index", "embed_index"}   # localrules of the workflow
+LOCAL_RULES = {"all", "faces_index", "embed_index", "plan"}   # localrules of the workflow
 JOB_HEADER = re.compile(r"^\s*(local)?(rule|checkpoint) (\w+):\s*$")
 
 

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from facecast.analysis.ranks import average_ranks
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet
 from facecast.report.figures import pyplot, save_figure
@@ -145,11 +146,9 @@ def stream_pearson(path: str | os.PathLike, columns: list[str], *, batch_size: i
 
 def column_ranks(values: np.ndarray) -> np.ndarray:
     """Average ranks of the non-missing values (NaN stays NaN)."""
-    from scipy.stats import rankdata
-
     out = np.full(values.shape, np.nan)
     ok = ~np.isnan(values)
-    out[ok] = rankdata(values[ok])
+    out[ok] = average_ranks(values[ok])
     return out
 
 

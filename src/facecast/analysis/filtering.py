@@ -56,8 +56,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from scipy.stats import rankdata
 
+from facecast.analysis.ranks import average_ranks
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet
 
@@ -163,7 +163,7 @@ def percentile_ranks(values: np.ndarray) -> np.ndarray:
     if n == 1:
         out[valid] = 0.5
     elif n > 1:
-        out[valid] = (rankdata(v[valid]) - 1.0) / (n - 1.0)
+        out[valid] = (average_ranks(v[valid]) - 1.0) / (n - 1.0)
     return out
 
 

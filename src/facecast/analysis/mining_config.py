@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 #: the columns of a mined ``pairs.parquet``
 PAIR_COLUMNS = ["image_a", "image_b", "identity_a", "identity_b", "label", "fold", "ref_score"]
@@ -91,6 +93,8 @@ class MiningResult:
 
 def resolve_device(device: str) -> torch.device:
     """``auto`` -> cuda when available, else cpu."""
+    import torch  # here, not at the top: config and subset jobs need no torch
+
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if not (device == "cpu" or str(device).startswith("cuda")):

@@ -36,10 +36,9 @@ import numpy as np
 import pandas as pd
 
 from facecast.analysis.correlations import write_correlations
-from facecast.analysis.exhaustive import describe_all
 from facecast.analysis.exports import image_numbers, write_cast_lists, write_lfw_pairs
 from facecast.analysis.filtering import DEFAULT_STATUSES, build_subset, parse_filters
-from facecast.analysis.mining import MiningConfig, MiningShortfall, mine_pairs, pool_sample
+from facecast.analysis.mining_config import MiningConfig, MiningShortfall
 from facecast.analysis.pair_stats import pair_statistics, plot_pair_scores
 from facecast.embed.read import load_embeddings
 from facecast.io.atomic import write_text
@@ -94,6 +93,10 @@ def mine_benchmark(subset_path: str | os.PathLike, embed_paths: Iterable[str | o
                    cfg: MiningConfig, seed: int,
                    provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Mine benchmark ``bench`` into ``out_dir``; return the mining report."""
+    # the mining modules need torch: imported here, so correlations and subset jobs skip it
+    from facecast.analysis.exhaustive import describe_all
+    from facecast.analysis.mining import mine_pairs, pool_sample
+
     out_dir = Path(out_dir)
     subset = read_parquet(subset_path, columns=["image_id", "identity"])
     pool = pool_sample(subset["identity"], cfg.max_pool_images,

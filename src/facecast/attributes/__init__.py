@@ -19,4 +19,7 @@ Scorers (each one job per shard, ``results/{ds}/attributes/{scorer}/{shard}.parq
 
 SCORERS = ("native", "pyiqa", "age_gender", "fairface", "celeba40")
 
-__all__ = ["SCORERS"]
+#: Parquet metadata key of the attribute shards and the merged table: column -> description
+COLUMNS_KEY = "facecast.attribute_columns"
+
+__all__ = ["COLUMNS_KEY", "SCORERS"]

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from facecast.attributes.scoring import COLUMNS_KEY
+from facecast.attributes import COLUMNS_KEY
 from facecast.datasets.manifest import read_shard, read_shard_ids
 from facecast.io.parquet_io import ParquetStreamWriter, read_metadata
 

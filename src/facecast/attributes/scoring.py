@@ -22,13 +22,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from facecast.attributes import COLUMNS_KEY
 from facecast.attributes.align import ARCFACE_TEMPLATE_112, landmarks_in_arcface_crop
 from facecast.attributes.inputs import FaceBatch, iter_faces
 from facecast.io.parquet_io import write_parquet
 
 log = logging.getLogger("facecast.attributes")
 
-COLUMNS_KEY = "facecast.attribute_columns"
 
 
 def resolve_device(device: str) -> str:

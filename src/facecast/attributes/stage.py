@@ -15,12 +15,30 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from facecast.attributes.merge import merge_attributes
-from facecast.attributes.scoring import resolve_device, score_shard
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["merge_attributes", "resolve_device", "score_shard", "train_model"]
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when available else ``cpu``
+    (:func:`facecast.attributes.scoring.resolve_device`)."""
+    from facecast.attributes.scoring import resolve_device as resolve
+
+    return resolve(device)
+
+
+def score_shard(scorer: str, faces_path: str | os.PathLike, out_path: str | os.PathLike,
+                cfg: Mapping[str, Any], **kwargs: Any) -> pd.DataFrame:
+    """Run ``scorer`` over one faces shard and write its attribute shard
+    (:func:`facecast.attributes.scoring.score_shard`: keyword arguments ``embed_paths``,
+    ``weights``, ``threads``, ``provenance``). The scorers' modules (torch, ONNX) load
+    here, so the merge job does not pay for them."""
+    from facecast.attributes.scoring import score_shard as score
+
+    return score(scorer, faces_path, out_path, cfg, **kwargs)
 
 
 def train_model(manifest: str | os.PathLike, faces_files: Sequence[str],

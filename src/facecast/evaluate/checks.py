@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from facecast.config.bin_sets import bin_layout, implied_protocols
 from facecast.config.util import (
     datasets_of,
     embed_model_names,
@@ -16,6 +17,20 @@ from facecast.config.util import (
     protocol_names,
     section,
 )
+
+
+def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
+    """Plan lines naming the protocols each insightface ``.bin`` dataset implies (nothing
+    is filled: :mod:`facecast.config.bin_sets` derives them wherever they are needed)."""
+    lines = []
+    for ds, spec in datasets_of(config).items():
+        names = implied_protocols(spec)
+        if names:
+            how = ("layout cc11: CAST's eleven blocks, 10 folds each" if bin_layout(spec) ==
+                   "cc11" else "insightface's 10 folds")
+            lines.append(f"evaluate: dataset {ds} ({Path(str(spec.get('path'))).name}) implies "
+                         f"protocol{'s' if len(names) > 1 else ''} {', '.join(names)} ({how})")
+    return lines
 
 
 def unknown_names(key: str, listed: list[str], known: list[str], what: str,

@@ -28,7 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm, rankdata
+from scipy.special import ndtri
+
+from facecast.analysis.ranks import average_ranks
 
 INSIGHTFACE_THRESHOLDS = np.arange(0, 4, 0.01)
 
@@ -153,7 +155,7 @@ def auc_score(scores, labels) -> float:
     n_pos, n_neg = int(y.sum()), int(len(y) - y.sum())
     if n_pos == 0 or n_neg == 0:
         raise ValueError("AUC needs genuine and impostor pairs")
-    ranks = rankdata(s)
+    ranks = average_ranks(s)
     return float((ranks[y == 1].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
@@ -196,7 +198,7 @@ def det_points(far: np.ndarray, tar: np.ndarray, clip: float = 1e-6
                ) -> tuple[np.ndarray, np.ndarray]:
     """DET coordinates: probit (normal deviate) of FAR and FRR, clipped to (clip, 1-clip)."""
     frr = 1.0 - tar
-    return (norm.ppf(np.clip(far, clip, 1 - clip)), norm.ppf(np.clip(frr, clip, 1 - clip)))
+    return (ndtri(np.clip(far, clip, 1 - clip)), ndtri(np.clip(frr, clip, 1 - clip)))
 
 
 def verification_metrics(scores, labels, folds=None, *, fars=(1e-3, 1e-4),

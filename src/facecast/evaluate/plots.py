@@ -33,7 +33,7 @@ def plot_roc(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], path: str | os
 def plot_det(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], path: str | os.PathLike,
              title: str) -> None:
     """Detection error trade-off: FRR against FAR on normal-deviate axes."""
-    from scipy.stats import norm
+    from scipy.special import ndtri
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 4.5))
@@ -41,10 +41,10 @@ def plot_det(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], path: str | os
         x, y = det_points(far, tar)
         ax.plot(x, y, label=label, lw=1.5)
     ticks = np.array([1e-4, 1e-3, 1e-2, 0.05, 0.2, 0.5, 0.8])
-    ax.set_xticks(norm.ppf(ticks), [f"{t:g}" for t in ticks])
-    ax.set_yticks(norm.ppf(ticks), [f"{t:g}" for t in ticks])
-    ax.set_xlim(norm.ppf(1e-4), norm.ppf(0.8))
-    ax.set_ylim(norm.ppf(1e-4), norm.ppf(0.8))
+    ax.set_xticks(ndtri(ticks), [f"{t:g}" for t in ticks])
+    ax.set_yticks(ndtri(ticks), [f"{t:g}" for t in ticks])
+    ax.set_xlim(ndtri(1e-4), ndtri(0.8))
+    ax.set_ylim(ndtri(1e-4), ndtri(0.8))
     ax.set_xlabel("false accept rate (FAR)")
     ax.set_ylabel("false reject rate (FRR)")
     ax.grid(True, alpha=0.3)

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
+from scipy.special import ndtri
 
 from facecast.evaluate.bands import group_rate_band_table, roc_band_table
 from facecast.fairness.annotate import (
@@ -181,10 +181,10 @@ def plot_roc_bands(roc: pd.DataFrame, path: str | os.PathLike, title: str) -> No
     ax.legend(fontsize=7)
     ax.set_title(f"{title}: ROC", fontsize=9)
     clip = 1e-6
-    px = norm.ppf(np.clip(far, clip, 1 - clip))
+    px = ndtri(np.clip(far, clip, 1 - clip))
 
     def probit(v):
-        return norm.ppf(np.clip(np.asarray(v, dtype=np.float64), clip, 1 - clip))
+        return ndtri(np.clip(np.asarray(v, dtype=np.float64), clip, 1 - clip))
 
     ax = axes[1]
     keep = far < 0.9  # FAR -> 1 sends the probit axis to infinity
@@ -192,8 +192,8 @@ def plot_roc_bands(roc: pd.DataFrame, path: str | os.PathLike, title: str) -> No
                     step="post", alpha=0.25)
     ax.step(px[keep], probit(roc["frr"][keep]), where="post")
     ticks = [t for t in (1e-5, 1e-4, 1e-3, 1e-2, 0.1, 0.5) if t >= far.min()]
-    ax.set_xticks(norm.ppf(ticks), [f"{t:g}" for t in ticks])
-    ax.set_yticks(norm.ppf(ticks), [f"{t:g}" for t in ticks])
+    ax.set_xticks(ndtri(ticks), [f"{t:g}" for t in ticks])
+    ax.set_yticks(ndtri(ticks), [f"{t:g}" for t in ticks])
     ax.set_xlabel("FAR (probit scale)")
     ax.set_ylabel("FRR (probit scale)")
     ax.grid(alpha=0.3)

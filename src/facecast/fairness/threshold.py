@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy.special import betaincinv, ndtri
 
 from facecast.fairness.bias import codes_of
 
@@ -83,15 +83,15 @@ def binomial_interval(k: np.ndarray, n: np.ndarray, confidence: float = 0.95,
     alpha = 1.0 - confidence
     with np.errstate(invalid="ignore", divide="ignore"):
         if method == "wilson":
-            z = stats.norm.ppf(1 - alpha / 2)
+            z = ndtri(1 - alpha / 2)
             p = k / n
             den = 1 + z * z / n
             centre = (p + z * z / (2 * n)) / den
             half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
             lo, hi = centre - half, centre + half
         elif method == "clopper-pearson":
-            lo = np.where(k > 0, stats.beta.ppf(alpha / 2, k, n - k + 1), 0.0)
-            hi = np.where(k < n, stats.beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)
+            lo = np.where(k > 0, betaincinv(k, n - k + 1, alpha / 2), 0.0)
+            hi = np.where(k < n, betaincinv(k + 1, n - k, 1 - alpha / 2), 1.0)
         else:
             raise ValueError(f"interval method must be 'wilson' or 'clopper-pearson', "
                              f"got {method!r}")
