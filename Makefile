@@ -9,6 +9,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 CORES  ?= $(shell nproc 2>/dev/null || echo 2)
 STAMP  := $(VENV)/.facecast-installed
+# pytest-xdist workers for `make test`: tests that share a run stay on one worker
+# (see tests/conftest.py); each worker's Snakemake runs use 2 cores.
+TEST_WORKERS ?= 2
 
 .PHONY: install demo test lint bench clean-results iqa
 
@@ -38,7 +41,7 @@ demo: install
 
 # The tests cover the optional pyiqa scorer too, so they install it.
 test: install iqa
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=30
 
 lint: install
 	$(BIN)/ruff check src scripts tests benchmarks

@@ -46,6 +46,16 @@ def tiny_demo_config(**overrides) -> dict:
     return cfg
 
 
+def keep_benchmarks(cfg: dict, names: list[str]) -> dict:
+    """Keep only the benchmarks ``names`` of ``cfg`` (mined and evaluated); the others are
+    the same code path on another filter, and each costs a few jobs per model."""
+    cfg["benchmarks"] = {k: v for k, v in cfg["benchmarks"].items() if k in names}
+    listed = cfg.get("evaluate", {}).get("benchmarks")
+    if listed:
+        cfg["evaluate"]["benchmarks"] = [b for b in listed if b in names]
+    return cfg
+
+
 def run_snakemake(workdir: Path, config: dict, targets: list[str] | None = None,
                   extra: list[str] | None = None, cores: int = 2,
                   check: bool = True) -> subprocess.CompletedProcess:
@@ -89,6 +99,9 @@ def demo_test_config() -> dict:
     cfg["fairness"]["n_boot"] = 20
     # the fairness protocol: more pairs, one legitimate attribute, so every group has cells
     cfg["benchmarks"]["fair_pool"]["mining"].update({"n_impostor": 4000})
+    # the planted effects the tests look for (blur, the low-contrast group), the
+    # unfiltered pool and the fairness protocol; `old` and `glasses` add only jobs
+    keep_benchmarks(cfg, ["blurry", "low_contrast", "random", "fair_pool"])
     cfg["fairness"]["legitimate"] = {"glasses": {"column": "label_glasses", "bins": [0.5],
                                                  "labels": ["G0", "G1"]}}
     return cfg
@@ -113,11 +126,57 @@ def copy_workdir(src: Path, dst: Path) -> Path:
     return dst
 
 
-def pytest_collection_modifyitems(config, items):
-    """Run the SLURM test last.
+def pytest_sessionstart(session):
+    """Park a stale config of the project's test SLURM cluster before any Snakemake start.
 
-    Once Debian's slurm-client is installed and its daemons are stopped again, every
-    Snakemake start pays a 10 s `scontrol show config` timeout (the SLURM executor plugin
-    runs it when Snakemake loads its plugins), so the tests that start Snakemake go first.
+    With /etc/slurm/slurm.conf from ``tests/slurm/local-slurm`` in place but its daemons
+    down (a machine where the SLURM test ran before, killed or from an older checkout),
+    every Snakemake start waits out a 10 s `scontrol` timeout in the SLURM executor
+    plugin. ``local-slurm stop`` parks that file (``start`` writes it again). A config of
+    any other cluster is left alone.
     """
-    items.sort(key=lambda item: "slurm_cluster" in getattr(item, "fixturenames", ()))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the controller does it once
+    conf = Path("/etc/slurm/slurm.conf")
+    try:
+        ours = "ClusterName=facecast" in conf.read_text()
+    except OSError:
+        return
+    running = subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True).returncode == 0
+    if ours and not running:
+        subprocess.run([str(LOCAL_SLURM), "stop"], capture_output=True, timeout=120)
+
+
+#: Test files that share one session-cached run (scale_support.reference_run).
+_SCALE_FILES = "test_scale_"
+
+
+def _worker_group(item) -> str:
+    """The pytest-xdist group of a test: tests that share a session run stay together.
+
+    `make test` runs `pytest -n 2 --dist loadgroup`: each group goes to one worker, so the
+    session demo run (:func:`demo_run`) and the scale tests' reference run are each made
+    once, by one worker. Every other test goes to its module's group (module fixtures
+    run once).
+    """
+    if "demo_run" in getattr(item, "fixturenames", ()):
+        return "demo_run"
+    if item.path.name.startswith(_SCALE_FILES):
+        return "scale"
+    return item.path.name
+
+
+def pytest_collection_modifyitems(config, items):
+    """Group tests for pytest-xdist and put the two long groups first.
+
+    Workers take groups in collection order, so the longest (the session demo run and the
+    tests on it; the scale runs, SLURM last among them) start at once instead of forming a
+    tail. The SLURM test no longer needs to be last of all: `local-slurm stop` parks
+    slurm.conf, so later Snakemake starts do not wait out `scontrol`'s 10 s timeout.
+    """
+    order = {"demo_run": 0, "scale": 1}
+    groups = {item.nodeid: _worker_group(item) for item in items}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+    items.sort(key=lambda item: (order.get(groups[item.nodeid], 2),
+                                 "slurm_cluster" in getattr(item, "fixturenames", ())))

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import yaml
-from conftest import REPO, tiny_demo_config
+from conftest import REPO, keep_benchmarks, tiny_demo_config
 
 # Run records and timings that differ between two runs of the same config by design.
 SKIP_DIRS = {"logs", "runtime"}
@@ -44,7 +44,7 @@ def scale_config() -> dict:
     off: one embedder (dlib's, which needs no fitting; it also serves as the mining
     reference), the weight-free attribute scorer only, no bootstrap replicates.
     """
-    cfg = tiny_demo_config()
+    cfg = keep_benchmarks(tiny_demo_config(), ["blurry", "random", "fair_pool"])
     models = cfg.get("embed", {}).get("models", {})
     if "dlib" in models:
         cfg["embed"]["models"] = {"dlib": models["dlib"]}
