@@ -158,7 +158,7 @@ def row_status(batch: FaceBatch) -> tuple[np.ndarray, np.ndarray]:
     status = np.where(batch.has_crop, "ok", batch.status).astype(object)
     message = np.where(batch.has_crop, "", batch.message).astype(object)
     no_crop = ~batch.has_crop & (batch.crop_error == "")
-    plain_ok = no_crop & np.isin(batch.status, ["ok", "fallback", "aligned_input"])
+    plain_ok = no_crop & np.isin(batch.status, ["ok", "fallback", "aligned_input", "landmarks_given"])
     status[plain_ok] = "no_crop"
     message[plain_ok] = "the faces stage stored no crop for this row"
     bad = batch.crop_error != ""

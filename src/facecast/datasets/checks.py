@@ -36,7 +36,7 @@ def path_errors(config: Mapping[str, Any]) -> list[str]:
     for ds, spec in section(config, "datasets").items():
         spec = spec if isinstance(spec, Mapping) else {}
         kind = spec.get("kind")
-        if kind not in ("folder", "table", "celeba", "lfw"):
+        if kind not in ("folder", "table", "celeba", "lfw", "ijb"):
             continue  # synthetic is generated; containers are checked below
         key = f"datasets.{ds}"
         if not spec.get("root"):
@@ -48,6 +48,8 @@ def path_errors(config: Mapping[str, Any]) -> list[str]:
             sub = Path(str(spec["root"])) / str(spec["images_dir"])
             if not sub.is_dir():
                 errors.append(f"{key}.images_dir: folder {sub} does not exist")
+        if kind == "ijb" and spec.get("root") and Path(str(spec["root"])).is_dir():
+            errors += ijb_errors(key, spec)
         if kind == "table":
             if not spec.get("manifest"):
                 errors.append(f"{key}.manifest: dataset kind table needs a manifest file "
@@ -60,6 +62,22 @@ def path_errors(config: Mapping[str, Any]) -> list[str]:
         for opt in ("pairs", "exclude"):
             if spec.get(opt):
                 need_file(errors, f"{key}.{opt}", spec[opt])
+    return errors
+
+
+def ijb_errors(key: str, spec: Mapping[str, Any]) -> list[str]:
+    """An IJB root holds ``loose_crop/`` and the variant's three 1:1 meta files."""
+    from facecast.datasets.ijb import IMAGE_DIR, meta_files
+
+    root = Path(str(spec["root"]))
+    variant = str(spec.get("variant") or "ijbc")
+    errors = []
+    if not (root / IMAGE_DIR).is_dir():
+        errors.append(f"{key}.root: {root} has no {IMAGE_DIR}/ folder (the IJB release as "
+                      "insightface prepares it: loose_crop/ and meta/)")
+    for what, path in meta_files(root, variant).items():
+        if not path.is_file():
+            errors.append(f"{key}.root: {what} file {path} does not exist (variant {variant})")
     return errors
 
 
@@ -186,3 +204,9 @@ def _no_labels(ds: str, spec: Mapping[str, Any], errors: list[str]) -> set[str]:
 
 for _kind in ("folder", "lfw", "recordio", "insightface_bin"):
     register_labels(_kind, _no_labels)
+
+
+@register_labels("ijb")
+def ijb_labels(ds: str, spec: Mapping[str, Any], errors: list[str]) -> set[str]:
+    """An IJB dataset's faceness score (``*_name_5pts_score.txt``) as ``label_faceness``."""
+    return {"label_faceness"}

@@ -43,6 +43,9 @@ MANIFEST_COLUMNS = [
     "image_id", "path", "identity", "split", "shard", "exclude",
     "status", "message", "single_image",
 ]
+#: optional columns: five landmarks (x1 y1 ... x5 y5, image pixels) and a detector score the
+#: dataset gives (IJB's ``*_name_5pts_score.txt``); the faces stage aligns with them
+GIVEN_COLUMNS = ("given_landmarks", "given_score")
 SHARD_DIGITS = 5
 #: separator of generated ids; never part of a normalised path (see the module docstring)
 ID_SEP = "//"
@@ -190,7 +193,7 @@ def finalize_manifest(
     """Give every raw row a status, an ``image_id`` and a shard; keep every row.
 
     ``raw`` needs ``path`` and ``identity``; ``split``, ``exclude``, ``status``,
-    ``message`` and ``label_*`` columns are kept when present. ``image_id`` is the path
+    ``message``, ``label_*`` and :data:`GIVEN_COLUMNS` are kept when present. ``image_id`` is the path
     relative to the root (posix); generated ids (duplicates, empty paths) contain ``//``
     and so never equal a path (module docstring). Shards are consecutive blocks of
     ``shard_size`` rows in the adapter's (deterministic) order. Messages of problems found
@@ -299,6 +302,9 @@ def finalize_manifest(
     ok = out["status"] == "ok"
     counts = out.loc[ok, "identity"].value_counts()
     out["single_image"] = out["identity"].map(counts).fillna(0).to_numpy() == 1
+    for col in GIVEN_COLUMNS:  # landmarks and score an adapter read (IJB), for faces
+        if col in df:
+            out[col] = df[col].to_numpy()
     for col in sorted(c for c in df.columns if c.startswith("label_")):
         out[col] = df[col].to_numpy()
     return out

@@ -19,6 +19,7 @@ import pandas as pd
 
 from facecast.datasets.celeba import read_celeba
 from facecast.datasets.folder import read_folder
+from facecast.datasets.ijb import read_ijb
 from facecast.datasets.insightface_bin import read_insightface_bin
 from facecast.datasets.label_noise import DEMO_LABEL_NOISE
 from facecast.datasets.lfw import read_lfw_pairs, write_lfw_protocol
@@ -53,6 +54,8 @@ def read_raw_rows(spec: dict[str, Any], root: Path) -> pd.DataFrame:
         if "path" not in spec:
             raise DatasetError("dataset kind 'insightface_bin' needs 'path' (the .bin file)")
         return read_insightface_bin(spec["path"], layout=spec.get("layout") or "pairs")
+    if kind == "ijb":
+        return read_ijb(root, spec.get("variant") or "ijbc")
     if kind == "synthetic":
         truth = root / "truth.parquet"
         if not truth.is_file():

@@ -167,7 +167,7 @@ def attribute_histograms(attributes: str | os.PathLike, bins: int = 40,
                                  columns=cols + (["status"] if has_status else [])):
             df = b.to_pandas()
             if has_status:
-                df = df[df["status"].astype(str).isin(("ok", "aligned_input"))]
+                df = df[df["status"].astype(str).isin(("ok", "aligned_input", "landmarks_given"))]
             yield df
 
     lo = {c: np.inf for c in cols}

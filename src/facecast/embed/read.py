@@ -28,12 +28,14 @@ def _embedding_matrix(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return values.reshape(len(arr), dim)
 
 
-def load_embeddings(paths: Iterable[str | os.PathLike], image_ids: Iterable[str] | None = None
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def load_embeddings(paths: Iterable[str | os.PathLike], image_ids: Iterable[str] | None = None,
+                    *, raw: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(image_ids, embeddings float32 [n, D]) of the ok rows of ``paths`` (only ``image_ids``).
 
     Streams the shards one at a time; with ``image_ids`` the output is allocated once for
     at most that many rows, so peak memory is the wanted embeddings plus one shard.
+    ``raw``: the model's features before L2 normalisation (``embedding * norm``, the
+    embed stage keeps both), as insightface's IJB evaluation pools them.
     """
     wanted = None if image_ids is None else pa.array(sorted(set(image_ids)), pa.string())
     ids: list[np.ndarray] = []
@@ -41,7 +43,7 @@ def load_embeddings(paths: Iterable[str | os.PathLike], image_ids: Iterable[str]
     out: np.ndarray | None = None
     n = 0
     for p in paths:
-        t = pq.read_table(p, columns=["image_id", "embedding"])
+        t = pq.read_table(p, columns=["image_id", "embedding"] + (["norm"] if raw else []))
         keep = pc.is_valid(t.column("embedding"))
         if wanted is not None:
             keep = pc.and_(keep, pc.is_in(t.column("image_id"), value_set=wanted))
@@ -50,6 +52,8 @@ def load_embeddings(paths: Iterable[str | os.PathLike], image_ids: Iterable[str]
             continue
         ids.append(t.column("image_id").to_numpy(zero_copy_only=False).astype(str))
         mat = _embedding_matrix(t.column("embedding"))
+        if raw:
+            mat = mat * t.column("norm").to_numpy().astype(np.float32)[:, None]
         if wanted is None:
             mats.append(mat)
             continue

@@ -1,7 +1,7 @@
 """Stage ``embed``: one faces shard in, one embedding Parquet per model out.
 
 Every faces row reaches the output. Rows whose faces status is ``ok``, ``fallback`` or
-``aligned_input`` (pre-aligned input, ``faces.detector: none``) and that carry a crop are embedded and get status ``ok`` (a fallback crop keeps a note in
+``aligned_input`` (pre-aligned input, ``faces.detector: none``) or ``landmarks_given`` (IJB) and that carry a crop are embedded and get status ``ok`` (a fallback crop keeps a note in
 ``message``); the others keep their faces status and message, with a null embedding.
 A crop that does not decode gets ``decode_error``. A feature vector with NaN or inf, all
 zeros, or a norm beyond float32 gets ``embed_error`` with the reason in ``message`` (never
@@ -40,7 +40,7 @@ from facecast.io.parquet_io import write_parquet
 
 log = logging.getLogger("facecast.embed")
 
-EMBEDDABLE = ("ok", "fallback", "aligned_input")
+EMBEDDABLE = ("ok", "fallback", "aligned_input", "landmarks_given")
 EMBED_DEFAULTS: dict[str, Any] = {"device": "auto", "batch_size": 64, "amp": "none",
                                   "num_workers": -1}
 

@@ -12,7 +12,9 @@ Statuses written here: ``ok`` (face found and aligned), ``no_face``, ``fallback`
 manifest was built), ``outside_root``, ``detect_error``/``align_error`` (the detector or
 the warp failed on this image; the message says why); with ``faces.detector: none``
 (pre-aligned input, :mod:`facecast.faces.aligned`) ``aligned_input`` instead of ``ok``,
-and no detector is loaded.
+and no detector is loaded; for datasets that give five landmarks per image (IJB; manifest
+columns ``given_landmarks``/``given_score``) ``landmarks_given``
+(:mod:`facecast.faces.given`), whatever ``faces.detector`` says.
 
 Images come from files under the dataset root, or, for container datasets (RecordIO,
 insightface ``.bin``), from locators ``<file>#<index>`` read by random access
@@ -35,10 +37,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import torch
 from tqdm import tqdm
 
-from facecast.datasets.manifest import read_shard
+from facecast.datasets.manifest import GIVEN_COLUMNS, read_shard
 from facecast.datasets.sources import fetch_bytes, resolve_containers, split_locator
 from facecast.faces.align import (
     align_arcface,
@@ -51,6 +54,7 @@ from facecast.faces.config import FacesConfig
 from facecast.faces.crops import encode_png
 from facecast.faces.decode import DecodedImage, read_image
 from facecast.faces.detect import Detections, FaceDetector, select_face
+from facecast.faces.given import GIVEN_STATUS, given_row
 from facecast.faces.yunet import YuNetDetector
 from facecast.io.parquet_io import ParquetStreamWriter, read_provenance
 from facecast.io.paths import portable_path
@@ -83,6 +87,9 @@ class _Job:
     path: Path | None = None
     decoded: DecodedImage | None = None
     locator: str | None = None
+    given: bool = False  # the dataset gives the landmarks (faces.given)
+    landmarks: Any = None
+    score: Any = None
 
 
 def resolve_inside(root: Path, rel: str) -> Path | None:
@@ -166,14 +173,15 @@ def _decode_jobs(jobs: list[_Job], cfg: FacesConfig,
     # pre-aligned input is small and used whole: no reduced JPEG decoding
     min_side = 0 if cfg.detector == "none" else cfg.decode_max_side
     for job in jobs:
+        job_side = 0 if job.given else min_side
         if job.status == "ok" and job.locator is not None:
             data, status, message = fetch_bytes(job.locator, containers or {})
             if data is None:
                 job.status, job.message = status, message
                 continue
-            job.decoded = read_image(data, cfg.max_pixels, min_side=min_side)
+            job.decoded = read_image(data, cfg.max_pixels, min_side=job_side)
         elif job.status == "ok" and job.path is not None:
-            job.decoded = read_image(job.path, cfg.max_pixels, min_side=min_side)
+            job.decoded = read_image(job.path, cfg.max_pixels, min_side=job_side)
         else:
             continue
         if job.decoded.status != "ok":
@@ -187,6 +195,9 @@ def _aligned_chunk(jobs: list[_Job], cfg: FacesConfig, warned: dict[str, bool]
     for j in jobs:
         if j.status != "ok":
             rows.append(_empty_row(j.image_id, j.status, j.message, j.decoded))
+            continue
+        if j.given:
+            rows.append(given_row(j.image_id, j.decoded, j.landmarks, j.score, cfg, j.message))
             continue
         try:
             rows.append(aligned_row(j.image_id, j.decoded, cfg, warned))
@@ -258,7 +269,10 @@ def iter_face_rows(rows: Sequence[Mapping[str, Any]], root: str | os.PathLike,
             path = resolve_inside(root, str(r["path"]))
             if path is None:
                 status, message = "outside_root", f"path escapes the dataset root {root}"
-        jobs.append(_Job(str(r["image_id"]), status, message, path, locator=locator))
+        given = "given_landmarks" in r
+        jobs.append(_Job(str(r["image_id"]), status, message, path, locator=locator,
+                         given=given, landmarks=r.get("given_landmarks"),
+                         score=r.get("given_score")))
     bs = cfg.batch_size
     chunks = [jobs[i:i + bs] for i in range(0, len(jobs), bs)]
     workers = max(1, int(workers))
@@ -302,10 +316,12 @@ def run_faces_shard(manifest_path: str | os.PathLike, shard: str, root: str | os
     """
     cfg = FacesConfig.from_mapping(config)
     threads = cfg.threads if threads is None else int(threads)
+    given = set(GIVEN_COLUMNS) <= set(pq.read_schema(manifest_path).names)
     manifest = read_shard(manifest_path, shard,
-                          columns=["image_id", "path", "status", "message"])
+                          columns=["image_id", "path", "status", "message"]
+                          + (list(GIVEN_COLUMNS) if given else []))
     containers = read_provenance(manifest_path).get("containers") or {}
-    aligned = cfg.detector == "none"
+    aligned = cfg.detector == "none" or given
     if aligned:
         detector = None  # pre-aligned input: no detector is loaded
     else:
@@ -313,13 +329,18 @@ def run_faces_shard(manifest_path: str | os.PathLike, shard: str, root: str | os
                                 else FaceDetector(cfg))
     prov = dict(provenance or {})
     prov.update({"stage": "faces", "shard": shard, "faces_config": cfg.as_dict(),
-                 "model": ({"detector": "none", "aligned_as": cfg.aligned_as} if aligned
+                 "model": ({"detector": "none", "landmarks": "given by the dataset"} if given
+                           else {"detector": "none", "aligned_as": cfg.aligned_as} if aligned
                            else detector.settings()),
                  "dataset_root": portable_path(root)})  # relative as configured or to cwd
     counts: Counter = Counter()
     buffer: list[dict[str, Any]] = []
     records = manifest.to_dict("records")
-    if aligned:
+    if given:
+        log.info("faces shard %s: %d images aligned with the dataset's landmarks (no "
+                 "detector; status %s), %d worker threads", shard, len(records), GIVEN_STATUS,
+                 threads)
+    elif aligned:
         log.info("faces shard %s: %d images, pre-aligned input (detector none, aligned_as "
                  "%s), %d worker threads", shard, len(records), cfg.aligned_as, threads)
     else:

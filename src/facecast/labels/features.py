@@ -85,7 +85,7 @@ def run_features_shard(faces_path: str | os.PathLike, out_path: str | os.PathLik
     size = 160
     for i, r in enumerate(tqdm(faces.itertuples(index=False), total=n, desc="landmarks",
                                mininterval=5.0)):
-        if r.status not in ("ok", "fallback", "aligned_input"):
+        if r.status not in ("ok", "fallback", "aligned_input", "landmarks_given"):
             status[i], message[i] = "no_face", f"faces status {r.status}"
             continue
         if r.crop_facenet is None or r.bbox is None:

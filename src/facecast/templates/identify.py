@@ -1,0 +1,100 @@
+"""1:N identification of IJB templates (insightface ``ijb_1n.py``'s protocol).
+
+Galleries ``G1`` and ``G2`` (``<variant>_1N_gallery_G1/G2.csv``) and the mixed-media
+probes (``<variant>_1N_probe_mixed.csv``) are templates pooled exactly as for 1:1. Each
+probe is searched against G1, against G2 (open set: a probe whose subject is not in the
+gallery is a non-mated search) and against G1+G2 (closed set). A probe's mate rank is
+1 + the number of gallery subjects whose best template scores higher than the subject's
+own best template (subject-level ranks; IJB galleries hold one template per subject, so
+this is the template rank). CMC and FNIR at FPIR come from
+:mod:`facecast.identification.metrics`; TPIR = 1 - FNIR at rank 1. A target FPIR with
+fewer than 1/FPIR non-mated searches is not resolvable (``n/a``), as there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from facecast.identification.metrics import cmc, fnir_at_fpir
+
+
+def subject_ranks(probe_feats: np.ndarray, probe_subjects: np.ndarray,
+                  gallery_feats: np.ndarray, gallery_subjects: np.ndarray, *,
+                  block: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per probe: mate rank (0 = subject not in the gallery), mate score (the subject's
+    best template; NaN when non-mated) and the best score of another subject."""
+    subj, g_code = np.unique(np.asarray(gallery_subjects).astype(str), return_inverse=True)
+    p_code = pd.Index(subj).get_indexer(np.asarray(probe_subjects).astype(str))
+    n_p, n_s = len(p_code), len(subj)
+    rank = np.zeros(n_p, np.int64)
+    mate_score = np.full(n_p, np.nan)
+    other_best = np.full(n_p, -np.inf)
+    g = np.asarray(gallery_feats, np.float64)
+    for s0 in range(0, n_p, block):
+        sc = np.asarray(probe_feats[s0:s0 + block], np.float64) @ g.T
+        best = np.full((len(sc), n_s), -np.inf)  # best template score per subject
+        if n_s == len(g_code):  # one template per subject (IJB's galleries)
+            best[:, g_code] = sc
+        else:
+            np.maximum.at(best.T, g_code, sc.T)
+        code = p_code[s0:s0 + block]
+        mated = code >= 0
+        rows = np.flatnonzero(mated)
+        ms = np.full(len(sc), np.nan)
+        ms[rows] = best[rows, code[rows]]
+        own = best.copy()
+        own[rows, code[rows]] = -np.inf
+        other_best[s0:s0 + len(sc)] = own.max(1) if n_s else -np.inf
+        higher = (own > np.where(mated, ms, np.inf)[:, None]).sum(1)
+        rank[s0:s0 + len(sc)] = np.where(mated, higher + 1, 0)
+        mate_score[s0:s0 + len(sc)] = ms
+    return rank, mate_score, other_best
+
+
+def identification_table(templates: pd.DataFrame, features: np.ndarray,
+                         protocol: Mapping[str, pd.DataFrame], *, ranks: Sequence[int],
+                         fpir_targets: Sequence[float]) -> pd.DataFrame:
+    """Rows ``gallery`` (G1, G2, G1+G2) x ``metric`` (``rank_<k>``, ``tpir@fpir=<t>``):
+    ``value``, ``n_probes``, ``n_mated``, ``n_nonmated``, ``n_unscored`` (probe or
+    gallery templates without features), ``resolvable``, ``text``.
+
+    ``templates``: the templates table (``template_id``, ``status``) aligned with
+    ``features``; ``protocol``: ``G1``, ``G2``, ``probe`` frames of ``template_id``,
+    ``subject_id`` (:func:`facecast.datasets.ijb.read_one_n_csv`).
+    """
+    row_of = pd.Series(np.arange(len(templates)), index=templates["template_id"].to_numpy())
+    ok_ids = set(templates.loc[templates["status"] == "ok", "template_id"].tolist())
+
+    def usable(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+        keep = df["template_id"].isin(ok_ids)
+        return df[keep], int((~keep).sum())
+
+    probes, p_lost = usable(protocol["probe"])
+    p_feats = features[row_of[probes["template_id"]].to_numpy()]
+    out = []
+    galleries = {"G1": protocol["G1"], "G2": protocol["G2"],
+                 "G1+G2": pd.concat([protocol["G1"], protocol["G2"]], ignore_index=True)}
+    for name, gal in galleries.items():
+        gal, g_lost = usable(gal)
+        g_feats = features[row_of[gal["template_id"]].to_numpy()]
+        rank, ms, other = subject_ranks(p_feats, probes["subject_id"].to_numpy(), g_feats,
+                                        gal["subject_id"].to_numpy())
+        n_mated = int((rank >= 1).sum())
+        base = {"gallery": name, "n_probes": len(rank), "n_mated": n_mated,
+                "n_nonmated": int(len(rank) - n_mated), "n_unscored": p_lost + g_lost}
+        for k, v in zip(ranks, cmc(rank, ranks), strict=True):
+            out.append({**base, "metric": f"rank_{int(k)}", "value": float(v),
+                        "resolvable": bool(n_mated), "text": f"{v:.4f}" if n_mated else "n/a"})
+        fn = fnir_at_fpir(rank, ms, other[rank == 0], fpir_targets, rank=1)
+        for r in fn.itertuples(index=False):
+            tpir = 1.0 - r.fnir
+            out.append({**base, "metric": f"tpir@fpir={r.target_fpir:g}", "value": tpir,
+                        "resolvable": bool(r.resolvable),
+                        "text": f"{tpir:.4f}" if r.resolvable and np.isfinite(tpir)
+                        else r.text})
+    cols = ["gallery", "metric", "value", "text", "resolvable", "n_probes", "n_mated",
+            "n_nonmated", "n_unscored"]
+    return pd.DataFrame(out, columns=cols)

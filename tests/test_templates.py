@@ -1,0 +1,151 @@
+"""IJB templates (issue 22): the release layout, given-landmark alignment, insightface's
+pooling and TAR read-out, streamed scoring, 1:N on templates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from ijb_support import write_ijb
+from PIL import Image
+from sklearn.metrics import roc_curve
+
+from facecast.datasets.ijb import read_ijb, read_members, read_one_n_csv, read_template_pairs
+from facecast.datasets.manifest import DatasetError, finalize_manifest
+from facecast.faces.align import align_arcface
+from facecast.faces.config import FacesConfig
+from facecast.faces.crops import decode_png
+from facecast.faces.decode import read_image
+from facecast.faces.given import GIVEN_STATUS, given_row
+from facecast.templates.build import build_templates
+from facecast.templates.identify import identification_table, subject_ranks
+from facecast.templates.pooling import image_features, pool_templates
+from facecast.templates.scoring import score_pairs
+from facecast.templates.verify import INSIGHTFACE_FARS, tar_table
+
+
+def _insightface_readout(scores, labels, fars):
+    """ijb_11.py: fpr, tpr from sklearn's roc_curve; tpr at argmin |fpr - far|."""
+    fpr, tpr, _ = roc_curve(labels, scores)
+    return [float(tpr[np.argmin(np.abs(fpr - x))]) for x in fars]
+
+
+def test_release_reader_reads_lines_and_names_file_and_line_of_errors(tmp_path):
+    root = write_ijb(tmp_path / "IJB_C")
+    members = read_members(root, "ijbc")
+    assert len(members) == 21 and members["image_id"].iat[0] == "loose_crop/1.jpg"
+    assert members["landmarks"].iat[0].shape == (10,)
+    raw = read_ijb(root, "ijbc")
+    assert raw["identity"].tolist()[:4] == ["2"] * 4  # subject of templates 1, 2 (1:N CSVs)
+    m = finalize_manifest(raw, root, shard_size=50)
+    assert (m["status"] == "missing").sum() == 1 and "given_landmarks" in m
+    meta = root / "meta"
+    lm = meta / "ijbc_name_5pts_score.txt"
+    lines = lm.read_text().splitlines()
+    lm.write_text("\n".join(lines[:3] + ["4.jpg 1 2 3"] + lines[4:]) + "\n")
+    with pytest.raises(DatasetError, match=r"ijbc_name_5pts_score.txt:4: expected"):
+        read_members(root, "ijbc")
+    lm.write_text("\n".join(lines[:1] + [lines[2], lines[1]] + lines[3:]) + "\n")
+    with pytest.raises(DatasetError, match=r"face_tid_mid.txt:2 names '2.jpg' but .*:2 names"):
+        read_members(root, "ijbc")
+    pairs = meta / "ijbc_template_pair_label.txt"
+    pairs.write_text("1 2 0\n1 77 0\n")
+    with pytest.raises(DatasetError, match=r"pair_label.txt:2: template 1 or 77 has no image"):
+        read_template_pairs(pairs, np.arange(1, 11))
+    pairs.write_text("1 2 0\n1 3 2\n")
+    with pytest.raises(DatasetError, match=r"pair_label.txt:2: label must be 0 or 1"):
+        read_template_pairs(pairs)
+    g1 = meta / "ijbc_1N_gallery_G1.csv"
+    g1.write_text("TEMPLATE_ID,SUBJECT_ID,FILENAME\n1,2,a.jpg\n1,3,b.jpg\n")
+    with pytest.raises(DatasetError, match=r"template 1 has several subjects \(lines \[2, 3\]\)"):
+        read_one_n_csv(g1)
+
+
+def test_given_landmarks_align_like_the_template_without_detection(tmp_path):
+    root = write_ijb(tmp_path / "IJB_C", one_n=False)
+    assert read_ijb(root, "ijbc")["identity"].iat[2] == "template_2"  # no 1:N CSVs
+    path = root / "loose_crop" / "1.jpg"
+    lms = np.array([float(v) for v in "130 105 190 105 160 140 137 175 183 175".split()])
+    dec = read_image(path, 10**8)
+    row = given_row("loose_crop/1.jpg", dec, lms, 0.75, FacesConfig(crops=("arcface", "facenet")))
+    assert row["status"] == GIVEN_STATUS and row["det_score"] == pytest.approx(0.75)
+    assert "no detection" in row["message"]
+    want = align_arcface(np.asarray(Image.open(path).convert("RGB")), lms.reshape(5, 2))
+    assert np.array_equal(decode_png(row["crop_arcface"]), want)
+    assert decode_png(row["crop_facenet"]).shape == (160, 160, 3)
+    none = given_row("x", dec, None, None, FacesConfig())
+    assert none["status"] == "no_landmarks" and none["crop_arcface"] is None
+
+
+def test_pooling_equals_insightface_by_hand():
+    # template 7: media 1 = images a, b (mean), media 2 = image c; template 3: image d
+    a, b, c, d = (np.array(v, np.float32) for v in
+                  ([2, 0, 0], [0, 4, 0], [0, 0, 1], [3, 4, 0]))
+    raw = np.vstack([a, b, c, d])
+    face = np.array([0.5, 1.0, 2.0, 1.0])
+    feats = image_features(raw, face)  # raw x faceness
+    assert np.array_equal(feats[1], [0, 4, 0])
+    p = pool_templates(feats, np.array([7, 7, 7, 3]), np.array([1, 1, 2, 9]))
+    t7 = (np.array([1, 0, 0]) + np.array([0, 4, 0])) / 2 + np.array([0, 0, 2])  # (0.5,2,2)
+    assert p.template_ids.tolist() == [3, 7]
+    assert np.allclose(p.features[1], t7 / np.linalg.norm(t7), rtol=0, atol=1e-15)
+    assert np.allclose(p.features[0], [0.6, 0.8, 0], rtol=0, atol=1e-15)
+    assert p.n_images.tolist() == [1, 3] and p.n_media.tolist() == [1, 2]
+    # switches: no media pooling = plain sum; norm_score off = unit images first
+    s = pool_templates(feats, np.array([7, 7, 7, 3]), np.array([1, 1, 2, 9]),
+                       media_pooling=False).features[1]
+    assert np.allclose(s, np.array([1, 4, 2]) / np.sqrt(21), atol=1e-15)
+    unit = image_features(raw, face, norm_score=False, detector_score=False)
+    assert np.allclose(np.linalg.norm(unit, axis=1), 1)
+
+
+def test_build_counts_dropped_images_and_templates_without_features():
+    members = pd.DataFrame({"image_id": ["a", "b", "c", "d"], "template_id": [1, 1, 2, 3],
+                            "media_id": [5, 5, 6, 7], "faceness": [1.0, 1.0, 1.0, 1.0]})
+    table, pooled = build_templates(members, np.array(["b", "c"]),
+                                    np.eye(2, dtype=np.float32), {}, {1: "s1"})
+    assert table["n_dropped"].tolist() == [1, 0, 1]
+    assert table["status"].tolist() == ["ok", "ok", "no_features"]
+    assert table["subject"].tolist() == ["s1", "", ""] and pooled.template_ids.tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("n_pairs", [300, 30_000])  # sparse (gather) and dense (product)
+def test_streamed_scores_equal_row_dot_products(n_pairs):
+    rng = np.random.default_rng(1)
+    f = rng.normal(size=(200, 16))
+    ia, ib = rng.integers(0, 200, n_pairs), rng.integers(0, 200, n_pairs)
+    s = score_pairs(f, ia, ib, block=32, max_rows=97)
+    assert np.allclose(s, (f[ia] * f[ib]).sum(1), rtol=0, atol=1e-12)
+
+
+def test_tar_table_equals_the_sklearn_readout_of_insightface():
+    rng = np.random.default_rng(3)
+    labels = np.r_[np.ones(2000), np.zeros(200_000)].astype(int)
+    scores = np.round(rng.normal(size=len(labels)) + 3 * labels, 3)  # ties too
+    tab = tar_table(scores, labels)
+    assert tab["tar"].tolist() == _insightface_readout(scores, labels, INSIGHTFACE_FARS)
+    assert tab["resolvable"].tolist() == [False, True, True, True, True, True]
+    assert tab["text"].iat[0] == "n/a (200000 impostors)"
+
+
+def test_subject_ranks_and_1n_table():
+    g = np.eye(3)
+    p = np.array([[0.9, 0.1, 0.0], [0.2, 0.8, 0.3], [0.0, 0.0, 1.0], [0.5, 0.4, 0.3]])
+    rank, ms, other = subject_ranks(p, np.array(["a", "b", "c", "z"]), g,
+                                    np.array(["a", "c", "b"]))
+    assert rank.tolist() == [1, 2, 2, 0] and ms[1] == pytest.approx(0.3)
+    assert other[3] == pytest.approx(0.5)
+    templates = pd.DataFrame({"template_id": [1, 2, 3, 4], "status": ["ok"] * 4})
+    proto = {"G1": pd.DataFrame({"template_id": [1, 2], "subject_id": ["a", "b"]}),
+             "G2": pd.DataFrame({"template_id": [3], "subject_id": ["c"]}),
+             "probe": pd.DataFrame({"template_id": [1, 2, 3, 4],
+                                    "subject_id": ["a", "b", "c", "a"]})}
+    feats = np.array([[1, 0], [0, 1], [1, 1], [0.9, 0.1]]) / np.array([[1], [1], [2**0.5], [1]])
+    t = identification_table(templates, feats, proto, ranks=[1, 2], fpir_targets=[0.5])
+    g1 = t[t["gallery"] == "G1"].set_index("metric")
+    assert g1.loc["rank_1", "value"] == 1.0 and g1.loc["rank_1", "n_mated"] == 3
+    # one non-mated search (probe c) cannot resolve FPIR 0.5: said, not guessed
+    assert not g1.loc["tpir@fpir=0.5", "resolvable"]
+    assert g1.loc["tpir@fpir=0.5", "text"] == "n/a (1 non-mated searches)"
+    closed = t[t["gallery"] == "G1+G2"].set_index("metric")
+    assert closed.loc["rank_1", "n_nonmated"] == 0 and closed.loc["rank_1", "value"] == 1.0
