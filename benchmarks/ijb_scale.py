@@ -127,7 +127,7 @@ def main() -> None:
     t4 = time.perf_counter()
     naive = [float(np.dot(f[i], f[j])) for i, j in zip(a, b, strict=True)]
     per_pair = (time.perf_counter() - t4) / len(naive)
-    assert np.allclose(naive, scores[:len(naive)], atol=1e-9)
+    assert np.allclose(naive, scores[:len(naive)], atol=1e-9 if args.precision == "float64" else 1e-5)
     print(f"naive per-pair loop: {per_pair * 1e6:.2f} us/pair on {len(naive):,} pairs -> "
           f"{per_pair * len(pairs):.0f} s for all pairs (scoring alone: "
           f"{per_pair * len(pairs) / (t2 - t1):.0f}x slower than the streamed scoring)")

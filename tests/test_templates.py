@@ -21,7 +21,7 @@ from facecast.templates.build import build_templates
 from facecast.templates.identify import identification_table, subject_ranks
 from facecast.templates.pooling import image_features, pool_templates
 from facecast.templates.scoring import score_pairs
-from facecast.templates.verify import INSIGHTFACE_FARS, tar_table
+from facecast.templates.verify import INSIGHTFACE_FARS, nearest_index, tar_table
 
 
 def _insightface_readout(scores, labels, fars):
@@ -149,3 +149,9 @@ def test_subject_ranks_and_1n_table():
     assert g1.loc["tpir@fpir=0.5", "text"] == "n/a (1 non-mated searches)"
     closed = t[t["gallery"] == "G1+G2"].set_index("metric")
     assert closed.loc["rank_1", "n_nonmated"] == 0 and closed.loc["rank_1", "value"] == 1.0
+
+
+def test_nearest_index_equals_argmin_with_repeats():
+    fpr = np.array([0.0, 0.0, 0.1, 0.1, 0.1, 0.3, 0.5, 0.5, 1.0])
+    for far in (0.0, 0.05, 0.1, 0.2, 0.4, 0.45, 0.75, 1.0, 2.0, -1.0):
+        assert nearest_index(fpr, far) == int(np.argmin(np.abs(fpr - far))), far

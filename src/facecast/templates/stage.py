@@ -35,7 +35,7 @@ from facecast.report.html_tables import frame_html, write_html_page
 from facecast.templates.build import build_templates, settings
 from facecast.templates.identify import identification_table
 from facecast.templates.scoring import score_pairs
-from facecast.templates.verify import roc_for_plot, tar_table
+from facecast.templates.verify import insightface_roc, tar_table, thin_roc
 
 log = logging.getLogger("facecast.templates")
 
@@ -145,7 +145,9 @@ def run_templates(root: str | os.PathLike, variant: str,
     }), out / "pairs.parquet", provenance=prov)
     ok = status == 0
     labels = pairs["label"].to_numpy()[ok]
-    tab = tar_table(scores[ok], labels, cfg["fars"])
+    both = bool(0 < labels.sum() < len(labels))
+    roc = insightface_roc(scores[ok], labels) if both else None
+    tab = tar_table(scores[ok], labels, cfg["fars"], roc=roc)
     tab.insert(0, "model", model)
     tab["n_unscored"] = n_unscored
     for r in tab.itertuples(index=False):
@@ -156,8 +158,7 @@ def run_templates(root: str | os.PathLike, variant: str,
     write_text(out / "tar_at_far.csv", tab.to_csv(index=False))
     log.info("TAR at FAR (%s):\n%s", model, tab[["far", "text", "far_reached"]].to_string(
         index=False))
-    curves = {model: roc_for_plot(scores[ok], labels)} if ok.any() and 0 < labels.sum() < len(
-        labels) else {}
+    curves = {model: thin_roc(roc)} if roc is not None else {}
     plot_roc(curves, out / "roc.png", f"{variant.upper()} 1:1 templates - {model}")
     return dict(zip(tab["far"], tab["text"], strict=True))
 

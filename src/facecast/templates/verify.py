@@ -49,22 +49,36 @@ def resolvable(n_impostor: int, far: float) -> bool:
     return n_impostor >= math.ceil(1.0 / far - 1e-9)
 
 
+def nearest_index(fpr: np.ndarray, far: float) -> int:
+    """``int(np.argmin(np.abs(fpr - far)))`` for a non-decreasing ``fpr``, in O(log n):
+    the nearest point, the first of equal ones."""
+    i = int(np.searchsorted(fpr, far, side="left"))
+    cands = []
+    if i > 0:
+        cands.append(int(np.searchsorted(fpr, fpr[i - 1], side="left")))
+    if i < len(fpr):
+        cands.append(i)
+    return min(cands, key=lambda j: (abs(fpr[j] - far), j))
+
+
 def tar_table(scores: np.ndarray, labels: np.ndarray,
-              fars: Sequence[float] = INSIGHTFACE_FARS) -> pd.DataFrame:
+              fars: Sequence[float] = INSIGHTFACE_FARS,
+              roc: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
     """One row per target FAR: ``far``, ``tar`` (insightface's read-out), ``far_reached``,
     ``threshold``, ``n_genuine``, ``n_impostor``, ``resolvable`` and ``text`` (the TAR,
-    or ``n/a (k impostors)`` when not resolvable)."""
-    s = np.asarray(scores, np.float64)
+    or ``n/a (k impostors)`` when not resolvable). ``roc``: :func:`insightface_roc` of
+    the same scores, when the caller has it already (one sort of 15M scores is enough)."""
     y = np.asarray(labels).astype(np.int8)
     n_gen = int((y == 1).sum())
     n_imp = int(len(y) - n_gen)
     rows = []
-    if n_gen and n_imp:
-        fpr, tpr, thr = insightface_roc(s, y)
+    if n_gen and n_imp and roc is None:
+        roc = insightface_roc(np.asarray(scores, np.float64), y)
     for far in fars:
         ok = bool(n_gen and n_imp and resolvable(n_imp, far))
         if n_gen and n_imp:
-            i = int(np.argmin(np.abs(fpr - far)))
+            fpr, tpr, thr = roc
+            i = nearest_index(fpr, far)
             tar, reached, t = float(tpr[i]), float(fpr[i]), float(thr[i])
         else:
             tar = reached = t = float("nan")
@@ -74,11 +88,11 @@ def tar_table(scores: np.ndarray, labels: np.ndarray,
     return pd.DataFrame(rows)
 
 
-def roc_for_plot(scores: np.ndarray, labels: np.ndarray, n_points: int = 400
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """(FAR, TAR) of the insightface ROC thinned to about ``n_points`` log-spaced FARs
-    (a 15M-pair curve has millions of points; the plot needs a few hundred)."""
-    fpr, tpr, _ = insightface_roc(scores, labels)
+def thin_roc(roc: tuple[np.ndarray, np.ndarray, np.ndarray], n_points: int = 400
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """(FAR, TAR) of an :func:`insightface_roc` curve thinned to about ``n_points``
+    log-spaced FARs (a 15M-pair curve has millions of points; a plot needs a few hundred)."""
+    fpr, tpr, _ = roc
     pos = fpr > 0
     if pos.sum() <= n_points:
         return fpr[pos], tpr[pos]
