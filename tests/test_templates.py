@@ -18,6 +18,7 @@ from facecast.faces.crops import decode_png
 from facecast.faces.decode import read_image
 from facecast.faces.given import GIVEN_STATUS, given_row
 from facecast.templates.build import build_templates
+from facecast.templates.groups import template_group_rates, template_groups
 from facecast.templates.identify import identification_table, subject_ranks
 from facecast.templates.pooling import image_features, pool_templates
 from facecast.templates.scoring import score_pairs
@@ -155,3 +156,21 @@ def test_nearest_index_equals_argmin_with_repeats():
     fpr = np.array([0.0, 0.0, 0.1, 0.1, 0.1, 0.3, 0.5, 0.5, 1.0])
     for far in (0.0, 0.05, 0.1, 0.2, 0.4, 0.45, 0.75, 1.0, 2.0, -1.0):
         assert nearest_index(fpr, far) == int(np.argmin(np.abs(fpr - far))), far
+
+
+def test_template_groups_mean_and_majority_then_rates_per_group():
+    members = pd.DataFrame({"image_id": list("abcdef"), "template_id": [1, 1, 1, 2, 2, 3]})
+    attrs = pd.DataFrame({"image_id": list("abcde"), "label_age": [20, 30, 70, 60, 64],
+                          "label_male": [1, 1, 0, 0, 0]})  # f: no attributes (not ok)
+    protected = {"age": {"column": "label_age", "bins": [40], "labels": ["young", "old"]},
+                 "gender": {"column": "label_male", "values": {1: "M", 0: "F"}}}
+    g = template_groups(members, attrs, protected).set_index("template_id")
+    assert g.loc[1, "age"] == "old"  # mean 40 is binned, not the majority "young"
+    assert g.loc[1, "gender"] == "M" and g.loc[2, "group"] == "old_F"
+    assert pd.isna(g.loc[3, "group"])
+    pairs = pd.DataFrame({"template_a": [1, 1, 2, 2], "template_b": [1, 2, 2, 3],
+                          "label": [1, 0, 1, 0], "score": [0.9, 0.8, 0.7, 0.1],
+                          "status": ["ok"] * 4})
+    r = template_group_rates(pairs, g.reset_index(), [0.5])
+    assert set(r["group"]) == {"old_M", "old_F"}  # mixed and group-less pairs count nowhere
+    assert r["n_impostor"].sum() == 0 and not r["resolvable"].any()

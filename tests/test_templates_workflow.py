@@ -1,6 +1,7 @@
 """IJB templates through Snakemake (issue 22): a tiny release in insightface's layout
 (tests/ijb_support.py) -> manifest with given landmarks -> faces without a detector ->
-lbp features -> templates, TAR table, 1:N, the all-models table."""
+lbp features -> templates, TAR table, 1:N, the all-models table, FMR per group of
+templates (groups from the default age_gender scorer)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ def test_ijb_release_end_to_end(tmp_path):
            "datasets": {"ijbc": {"kind": "ijb", "root": str(root), "variant": "ijbc",
                                  "shard_size": 12}},
            "embed": {"models": {"lbp": {"backend": "lbp", "pca_dim": 8}}},
+           "attributes": {"scorers": ["age_gender"]},  # the groups of fairness.protected
            "templates": {"fars": [0.01, 0.1]}}  # faces.detector stays mtcnn: landmarks win
     work = tmp_path / "run"
     run_snakemake(work, cfg, ["results/ijbc/templates/tar_at_far.csv",
-                              "results/ijbc/templates/summary.html"])
+                              "results/ijbc/templates/summary.html",
+                              "results/ijbc/templates/lbp/group_rates.csv"])
     r = work / "results" / "ijbc"
     faces = pd.concat([read_parquet(p) for p in sorted((r / "faces").glob("*.parquet"))])
     assert sorted(faces["status"].unique()) == ["landmarks_given", "missing"]
@@ -43,3 +46,8 @@ def test_ijb_release_end_to_end(tmp_path):
     html = (r / "templates/summary.html").read_text()
     assert "TAR@FAR=0.1" in html and "G1+G2" in html
     assert pq.read_schema(r / "templates/lbp/templates.parquet").field("embedding")
+    # FMR per demographic group on templates (groups derived from the age_gender scorer)
+    groups = read_parquet(r / "templates/lbp/groups.parquet")
+    assert len(groups) == 10 and groups["group"].notna().all()
+    rates = read_parquet(r / "templates/lbp/group_rates.parquet")
+    assert set(rates["group"]) <= set(groups["group"]) and len(rates)

@@ -85,3 +85,30 @@ rule templates_summary:
 
 
 DEFAULT_TARGETS.append(lambda ds: templates_targets.targets(config, ds))
+
+
+rule templates_groups:
+    input:
+        unpack(lambda wc: templates_targets.meta_inputs(config, wc.ds)),
+        scored=f"{TEMPLATES_DIR}/pairs.parquet",
+        attributes="results/{ds}/attributes.parquet",
+    output:
+        groups=f"{TEMPLATES_DIR}/groups.parquet",
+        rates=f"{TEMPLATES_DIR}/group_rates.parquet",
+        csv=report(f"{TEMPLATES_DIR}/group_rates.csv", **templates_targets.report_kw("FMR/FNMR per group")),
+    wildcard_constraints:
+        ds=templates_targets.dataset_regex(config),
+    params:
+        root=lambda wc: config["datasets"][wc.ds]["root"],
+        variant=lambda wc: templates_targets.variant(config, wc.ds),
+        protected=templates_targets.protected(config),
+        cfg=templates_targets.job_config(config),
+    threads: 1
+    log:
+        "results/{ds}/logs/templates/{model}/groups.log",
+    benchmark:
+        "results/{ds}/runtime/templates/{model}/groups.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/templates_groups.py"

@@ -3,8 +3,9 @@ every model (see docs/stages/templates.md; columns in docs/CONTRACTS.md).
 
 Entries: :func:`run_templates` (rule ``templates_verify``: pool, score the template
 pairs, TAR at FAR, ROC), :func:`run_template_identification` (rule
-``templates_identify``, with the release's 1:N CSVs) and :func:`summarise_templates`
-(rule ``templates_summary``: all models in one table).
+``templates_identify``, with the release's 1:N CSVs), :func:`run_template_groups` (rule
+``templates_groups``: FMR / FNMR per demographic group of templates) and
+:func:`summarise_templates` (rule ``templates_summary``: all models in one table).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.report.figures import pyplot, save_figure
 from facecast.report.html_tables import frame_html, write_html_page
 from facecast.templates.build import build_templates, settings
+from facecast.templates.groups import template_group_rates, template_groups
 from facecast.templates.identify import identification_table
 from facecast.templates.scoring import score_pairs
 from facecast.templates.verify import insightface_roc, tar_table, thin_roc
@@ -190,6 +192,37 @@ def run_template_identification(templates_path: str | os.PathLike,
     write_text(out / "identification.csv", ident.to_csv(index=False))
     log.info("1:N (%s):\n%s", model, ident[["gallery", "metric", "text"]].to_string(index=False))
     return ident
+
+
+def run_template_groups(root: str | os.PathLike, variant: str, pairs_path: str | os.PathLike,
+                        attributes_path: str | os.PathLike, out_dir: str | os.PathLike,
+                        protected: Mapping[str, Any], cfg: Mapping[str, Any] | None = None, *,
+                        model: str, provenance: Mapping[str, Any] | None = None
+                        ) -> pd.DataFrame:
+    """FMR / FNMR per demographic group of one model's template pairs: writes
+    ``groups.parquet`` (each template's protected values and group) and
+    ``group_rates.parquet`` / ``.csv`` (:mod:`facecast.templates.groups`)."""
+    cfg = settings(cfg)
+    out = Path(out_dir)
+    members = read_members(root, variant)
+    groups = template_groups(members, read_parquet(attributes_path), protected)
+    pairs = read_parquet(pairs_path, columns=["template_a", "template_b", "label", "score",
+                                              "status"])
+    rates = template_group_rates(pairs, groups, cfg["fars"])
+    rates.insert(0, "model", model)
+    prov = {**dict(provenance or {}), "stage": "templates", "model": model,
+            "protected": dict(protected), "template_attributes": "mean (binned), majority"}
+    write_parquet(groups, out / "groups.parquet", provenance=prov)
+    write_parquet(rates, out / "group_rates.parquet", provenance=prov)
+    write_text(out / "group_rates.csv", rates.to_csv(index=False))
+    n_none = int(groups["group"].isna().sum())
+    if n_none:
+        log.warning("%d of %d templates have no group (no image with the protected "
+                    "attributes); their pairs count for no group", n_none, len(groups))
+    log.info("FMR / FNMR per group (%s):\n%s", model, rates[
+        ["target_fmr", "group", "n_impostor", "fmr", "n_genuine", "fnmr", "resolvable"]
+    ].to_string(index=False))
+    return rates
 
 
 def summarise_templates(tables: Sequence[str | os.PathLike], csv_path: str | os.PathLike,

@@ -15,10 +15,10 @@ from typing import Any
 from facecast.config.util import name_list
 from facecast.datasets.ijb import meta_files, one_n_files
 from facecast.datasets.targets import name_regex
-from facecast.fairness.targets import section_enabled, section_models
+from facecast.fairness.targets import fairness_groups, section_enabled, section_models
 
 __all__ = ["TEMPLATES_DIR", "datasets", "dataset_regex", "enabled", "job_config",
-           "meta_inputs", "models", "one_n_inputs", "report_kw", "summary_inputs", "summary_targets",
+           "meta_inputs", "models", "one_n_inputs", "protected", "report_kw", "summary_inputs", "summary_targets",
            "targets"]
 
 #: where rule ``templates_verify`` writes, per dataset and model
@@ -85,12 +85,22 @@ def summary_targets(ds: str) -> list[str]:
     return [f"results/{ds}/templates/tar_at_far.csv", f"results/{ds}/templates/summary.html"]
 
 
+def protected(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``fairness.protected`` when the fairness section is on ({} otherwise): the groups
+    of rule ``templates_groups``."""
+    return dict(fairness_groups(config).get("protected") or {})
+
+
 def targets(config: Mapping[str, Any], ds: str) -> list[str]:
-    """Default outputs for ``ds``: each model's ROC and the all-models table (IJB only)."""
+    """Default outputs for ``ds``: each model's ROC (and group rates, with protected
+    attributes) and the all-models table (IJB datasets only)."""
     if not enabled(config) or ds not in datasets(config):
         return []
-    return [f"{TEMPLATES_DIR.format(ds=ds, model=m)}/roc.png" for m in models(config)] + \
-        summary_targets(ds)
+    out = [f"{TEMPLATES_DIR.format(ds=ds, model=m)}/roc.png" for m in models(config)]
+    if protected(config):
+        out += [f"{TEMPLATES_DIR.format(ds=ds, model=m)}/group_rates.csv"
+                for m in models(config)]
+    return out + summary_targets(ds)
 
 
 def job_config(config: Mapping[str, Any]) -> dict[str, Any]:

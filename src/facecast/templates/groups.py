@@ -1,0 +1,87 @@
+"""Demographic groups of IJB templates, and FMR / FNMR per group on template pairs.
+
+A template's value of a protected attribute (``fairness.protected``) comes from its
+images' rows of ``attributes.parquet``: for a binned (numeric) attribute the mean of the
+images' values is binned; for a categorical one (``values`` map or raw values) the
+majority of the images' values wins (ties: the first in the attribute's order, as
+:func:`facecast.fairness.groups.majority_vote`). Images without attributes (not ok) do
+not vote; a template no image votes for has no group. A pair counts for group g when both
+templates are in g (the fairness stage's rule: cross-group pairs are ``mixed``).
+
+FMR / FNMR per group come from :func:`facecast.fairness.threshold.group_rates` at the
+global thresholds meeting each target FMR (:func:`~facecast.fairness.threshold.
+thresholds_at_fmr`, over every scored impostor pair); a target below 1/impostors is
+flagged not resolvable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from facecast.fairness.groups import discretise, majority_vote, parse_specs
+from facecast.fairness.threshold import fmr_resolvable, group_rates, thresholds_at_fmr
+
+
+def template_groups(members: pd.DataFrame, attributes: pd.DataFrame,
+                    protected: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per template of ``members``: ``template_id``, one column per protected
+    attribute and ``group`` (values joined by ``_``; None when one is missing)."""
+    specs = parse_specs(protected)
+    cols = sorted({s.column for s in specs})
+    missing = [c for c in cols if c not in attributes.columns]
+    if missing:
+        raise KeyError(f"attributes.parquet lacks column(s) {missing} named by "
+                       "fairness.protected")
+    img = members[["image_id", "template_id"]].merge(
+        attributes[["image_id", *cols]].drop_duplicates("image_id"), on="image_id", how="left")
+    tids = np.unique(members["template_id"].to_numpy(np.int64))
+    out = pd.DataFrame({"template_id": tids})
+    for spec in specs:
+        if spec.bins is not None:
+            mean = pd.to_numeric(img[spec.column], errors="coerce").groupby(
+                img["template_id"]).mean().reindex(tids)
+            out[spec.name] = discretise(mean.reset_index(drop=True), spec).to_numpy(object)
+        else:
+            lab = discretise(img[spec.column], spec)
+            vote = majority_vote(lab, img["template_id"].astype(str), spec.order)
+            first = pd.Series(vote.to_numpy(object), index=img["template_id"].to_numpy())
+            first = first[~first.index.duplicated()]
+            out[spec.name] = first.reindex(tids).to_numpy(object)
+    names = [s.name for s in specs]
+    parts = [out[n].to_numpy(object) for n in names]
+    complete = (np.logical_and.reduce([pd.notna(p) for p in parts]) if parts
+                else np.zeros(len(out), bool))
+    group = np.full(len(out), None, dtype=object)
+    if parts:
+        group[complete] = ["_".join(map(str, v)) for v in zip(*(p[complete] for p in parts),
+                                                              strict=True)]
+    out["group"] = group
+    return out
+
+
+def template_group_rates(pairs: pd.DataFrame, groups: pd.DataFrame,
+                         fmr_targets: Sequence[float]) -> pd.DataFrame:
+    """FMR / FNMR per group at the global thresholds of ``fmr_targets`` (scored pairs
+    only); columns of :func:`~facecast.fairness.threshold.group_rates` plus
+    ``target_fmr`` and ``resolvable``."""
+    ok = pairs["status"].astype(str).to_numpy() == "ok"
+    p = pairs[ok]
+    g = groups.set_index("template_id")["group"]
+    ga = p["template_a"].map(g).to_numpy(object)
+    gb = p["template_b"].map(g).to_numpy(object)
+    same = pd.notna(ga) & (ga == gb)
+    group = np.where(same, ga, None)
+    labels = p["label"].to_numpy()
+    scores = p["score"].to_numpy(np.float64)
+    imp = scores[labels == 0]
+    thr = thresholds_at_fmr(imp, list(fmr_targets))
+    rates = group_rates(scores, labels, group, thr)
+    targets = np.asarray(fmr_targets, np.float64)
+    rates.insert(1, "target_fmr", targets[rates["threshold_index"].to_numpy()])
+    rates["resolvable"] = fmr_resolvable(rates["n_impostor"].to_numpy(),
+                                         rates["target_fmr"].to_numpy())
+    return rates
