@@ -174,3 +174,20 @@ def test_template_groups_mean_and_majority_then_rates_per_group():
     r = template_group_rates(pairs, g.reset_index(), [0.5])
     assert set(r["group"]) == {"old_M", "old_F"}  # mixed and group-less pairs count nowhere
     assert r["n_impostor"].sum() == 0 and not r["resolvable"].any()
+
+
+def test_config_check_names_the_key_of_a_release_without_its_files(tmp_path):
+    from facecast.datasets.checks import config_errors as dataset_errors
+    from facecast.templates.checks import config_errors as template_errors
+
+    root = write_ijb(tmp_path / "IJB_B", one_n=False, variant="ijbb")
+    cfg = {"datasets": {"b": {"kind": "ijb", "root": str(root), "variant": "ijbc"}},
+           "embed": {"models": {"lbp": {}}},
+           "templates": {"models": ["r100"], "fars": [0.5, 2.0]}}
+    errs = dataset_errors(cfg)
+    assert len(errs) == 3 and all(e.startswith("datasets.b.root: ") for e in errs)
+    assert "ijbc_face_tid_mid.txt does not exist (variant ijbc)" in errs[0]
+    cfg["datasets"]["b"]["variant"] = "ijbb"
+    assert dataset_errors(cfg) == []
+    assert template_errors(cfg) == ["templates.models: 'r100' is not an embed model (['lbp'])",
+                                    "templates.fars: 2.0 must lie in (0, 1)"]
