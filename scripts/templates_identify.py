@@ -10,4 +10,6 @@ with script_context(snakemake) as ctx:
         snakemake.input.templates,
         {role: snakemake.input[role] for role in ("G1", "G2", "probe")},
         Path(snakemake.output.table).parent, snakemake.params.cfg,
-        model=ctx.wildcards["model"], provenance=ctx.provenance)
+        model=ctx.wildcards["model"],
+        groups_path=getattr(snakemake.input, "template_groups", None),
+        provenance=ctx.provenance)

@@ -143,13 +143,20 @@ def test_subject_ranks_and_1n_table():
                                     "subject_id": ["a", "b", "c", "a"]})}
     feats = np.array([[1, 0], [0, 1], [1, 1], [0.9, 0.1]]) / np.array([[1], [1], [2**0.5], [1]])
     t = identification_table(templates, feats, proto, ranks=[1, 2], fpir_targets=[0.5])
+    assert set(t["group"]) == {"all"}
     g1 = t[t["gallery"] == "G1"].set_index("metric")
     assert g1.loc["rank_1", "value"] == 1.0 and g1.loc["rank_1", "n_mated"] == 3
     # one non-mated search (probe c) cannot resolve FPIR 0.5: said, not guessed
     assert not g1.loc["tpir@fpir=0.5", "resolvable"]
     assert g1.loc["tpir@fpir=0.5", "text"] == "n/a (1 non-mated searches)"
-    closed = t[t["gallery"] == "G1+G2"].set_index("metric")
+    closed = t[(t["gallery"] == "G1+G2") & (t["group"] == "all")].set_index("metric")
     assert closed.loc["rank_1", "n_nonmated"] == 0 and closed.loc["rank_1", "value"] == 1.0
+    # per probe group: CMC of the group's probes; FPIR thresholds from all non-mated ones
+    t = identification_table(templates, feats, proto, ranks=[1], fpir_targets=[0.5],
+                             probe_groups={1: "x", 2: "y", 3: "x", 4: "y"})
+    g1 = t[t["gallery"] == "G1"].set_index(["group", "metric"])
+    assert g1.loc[("x", "rank_1"), "n_mated"] == 1 and g1.loc[("x", "rank_1"), "n_nonmated"] == 1
+    assert g1.loc[("y", "rank_1"), "n_probes"] == 2 and g1.loc[("y", "rank_1"), "value"] == 1.0
 
 
 def test_nearest_index_equals_argmin_with_repeats():

@@ -17,7 +17,7 @@ def test_ijb_release_end_to_end(tmp_path):
     root = write_ijb(tmp_path / "IJB_C")
     cfg = {"seed": 1,  # the config a user writes: a dataset, a model, the FARs
            "datasets": {"ijbc": {"kind": "ijb", "root": str(root), "variant": "ijbc",
-                                 "shard_size": 12}},
+                                 "shard_size": 50}},
            "embed": {"models": {"lbp": {"backend": "lbp", "pca_dim": 8}}},
            "attributes": {"scorers": ["age_gender"]},  # the groups of fairness.protected
            "templates": {"fars": [0.01, 0.1]}}  # faces.detector stays mtcnn: landmarks win
@@ -51,3 +51,6 @@ def test_ijb_release_end_to_end(tmp_path):
     assert len(groups) == 10 and groups["group"].notna().all()
     rates = read_parquet(r / "templates/lbp/group_rates.parquet")
     assert set(rates["group"]) <= set(groups["group"]) and len(rates)
+    ident_groups = set(read_parquet(r / "templates/lbp/identification.parquet")["group"])
+    assert "all" in ident_groups and ident_groups - {"all"} <= set(groups["group"])
+    assert len(ident_groups) > 1  # 1:N per probe group

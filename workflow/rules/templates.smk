@@ -40,7 +40,7 @@ rule templates_verify:
 
 rule templates_identify:
     input:
-        unpack(lambda wc: templates_targets.one_n_inputs(config, wc.ds)),
+        unpack(lambda wc: templates_targets.one_n_inputs(config, wc.ds, wc.model)),
         templates=f"{TEMPLATES_DIR}/templates.parquet",
     output:
         table=f"{TEMPLATES_DIR}/identification.parquet",

@@ -8,7 +8,9 @@ gallery is a non-mated search) and against G1+G2 (closed set). A probe's mate ra
 own best template (subject-level ranks; IJB galleries hold one template per subject, so
 this is the template rank). CMC and FNIR at FPIR come from
 :mod:`facecast.identification.metrics`; TPIR = 1 - FNIR at rank 1. A target FPIR with
-fewer than 1/FPIR non-mated searches is not resolvable (``n/a``), as there.
+fewer than 1/FPIR non-mated searches is not resolvable (``n/a``), as there. With the
+templates' demographic groups each probe group gets its own rows (the thresholds stay
+those of all non-mated searches, as the identification stage sets them per group).
 """
 
 from __future__ import annotations
@@ -54,16 +56,38 @@ def subject_ranks(probe_feats: np.ndarray, probe_subjects: np.ndarray,
     return rank, mate_score, other_best
 
 
+def _rows(base: dict, rank: np.ndarray, ms: np.ndarray, nonmated_top: np.ndarray,
+          ranks: Sequence[int], fpir_targets: Sequence[float]) -> list[dict]:
+    """CMC and TPIR rows of one gallery and one probe group (the FPIR thresholds come from
+    ``nonmated_top``: every non-mated search of the gallery, whatever its group)."""
+    out = []
+    n_mated = int((rank >= 1).sum())
+    for k, v in zip(ranks, cmc(rank, ranks), strict=True):
+        out.append({**base, "metric": f"rank_{int(k)}", "value": float(v),
+                    "resolvable": bool(n_mated), "text": f"{v:.4f}" if n_mated else "n/a"})
+    fn = fnir_at_fpir(rank, ms, nonmated_top, fpir_targets, rank=1)
+    for r in fn.itertuples(index=False):
+        tpir = 1.0 - r.fnir
+        ok = bool(r.resolvable) and bool(n_mated) and np.isfinite(tpir)
+        out.append({**base, "metric": f"tpir@fpir={r.target_fpir:g}", "value": tpir,
+                    "resolvable": ok, "text": f"{tpir:.4f}" if ok else r.text})
+    return out
+
+
 def identification_table(templates: pd.DataFrame, features: np.ndarray,
                          protocol: Mapping[str, pd.DataFrame], *, ranks: Sequence[int],
-                         fpir_targets: Sequence[float]) -> pd.DataFrame:
-    """Rows ``gallery`` (G1, G2, G1+G2) x ``metric`` (``rank_<k>``, ``tpir@fpir=<t>``):
-    ``value``, ``n_probes``, ``n_mated``, ``n_nonmated``, ``n_unscored`` (probe or
-    gallery templates without features), ``resolvable``, ``text``.
+                         fpir_targets: Sequence[float],
+                         probe_groups: Mapping[int, str] | None = None) -> pd.DataFrame:
+    """Rows ``gallery`` (G1, G2, G1+G2) x ``group`` x ``metric`` (``rank_<k>``,
+    ``tpir@fpir=<t>``): ``value``, ``text``, ``resolvable``, ``n_probes``, ``n_mated``,
+    ``n_nonmated``, ``n_unscored`` (probe or gallery templates without features).
 
-    ``templates``: the templates table (``template_id``, ``status``) aligned with
-    ``features``; ``protocol``: ``G1``, ``G2``, ``probe`` frames of ``template_id``,
-    ``subject_id`` (:func:`facecast.datasets.ijb.read_one_n_csv`).
+    ``group`` is ``all``, and with ``probe_groups`` (template id -> demographic group,
+    :func:`facecast.templates.groups.template_groups`) each probe group: its CMC and its
+    FNIR at the thresholds set by every non-mated search of the gallery. ``templates``:
+    the templates table (``template_id``, ``status``) aligned with ``features``;
+    ``protocol``: ``G1``, ``G2``, ``probe`` frames of ``template_id``, ``subject_id``
+    (:func:`facecast.datasets.ijb.read_one_n_csv`).
     """
     row_of = pd.Series(np.arange(len(templates)), index=templates["template_id"].to_numpy())
     ok_ids = set(templates.loc[templates["status"] == "ok", "template_id"].tolist())
@@ -74,6 +98,9 @@ def identification_table(templates: pd.DataFrame, features: np.ndarray,
 
     probes, p_lost = usable(protocol["probe"])
     p_feats = features[row_of[probes["template_id"]].to_numpy()]
+    pg = None
+    if probe_groups:
+        pg = probes["template_id"].map(dict(probe_groups)).to_numpy(object)
     out = []
     galleries = {"G1": protocol["G1"], "G2": protocol["G2"],
                  "G1+G2": pd.concat([protocol["G1"], protocol["G2"]], ignore_index=True)}
@@ -82,19 +109,16 @@ def identification_table(templates: pd.DataFrame, features: np.ndarray,
         g_feats = features[row_of[gal["template_id"]].to_numpy()]
         rank, ms, other = subject_ranks(p_feats, probes["subject_id"].to_numpy(), g_feats,
                                         gal["subject_id"].to_numpy())
-        n_mated = int((rank >= 1).sum())
-        base = {"gallery": name, "n_probes": len(rank), "n_mated": n_mated,
-                "n_nonmated": int(len(rank) - n_mated), "n_unscored": p_lost + g_lost}
-        for k, v in zip(ranks, cmc(rank, ranks), strict=True):
-            out.append({**base, "metric": f"rank_{int(k)}", "value": float(v),
-                        "resolvable": bool(n_mated), "text": f"{v:.4f}" if n_mated else "n/a"})
-        fn = fnir_at_fpir(rank, ms, other[rank == 0], fpir_targets, rank=1)
-        for r in fn.itertuples(index=False):
-            tpir = 1.0 - r.fnir
-            out.append({**base, "metric": f"tpir@fpir={r.target_fpir:g}", "value": tpir,
-                        "resolvable": bool(r.resolvable),
-                        "text": f"{tpir:.4f}" if r.resolvable and np.isfinite(tpir)
-                        else r.text})
-    cols = ["gallery", "metric", "value", "text", "resolvable", "n_probes", "n_mated",
-            "n_nonmated", "n_unscored"]
+        nonmated_top = other[rank == 0]
+        subsets = [("all", np.ones(len(rank), bool))]
+        if pg is not None:
+            subsets += [(str(g), pg == g) for g in sorted({x for x in pg if pd.notna(x)})]
+        for group, m in subsets:
+            n_mated = int((rank[m] >= 1).sum())
+            base = {"gallery": name, "group": group, "n_probes": int(m.sum()),
+                    "n_mated": n_mated, "n_nonmated": int(m.sum() - n_mated),
+                    "n_unscored": p_lost + g_lost}
+            out += _rows(base, rank[m], ms[m], nonmated_top, ranks, fpir_targets)
+    cols = ["gallery", "group", "metric", "value", "text", "resolvable", "n_probes",
+            "n_mated", "n_nonmated", "n_unscored"]
     return pd.DataFrame(out, columns=cols)

@@ -169,10 +169,12 @@ def run_template_identification(templates_path: str | os.PathLike,
                                 protocol_paths: Mapping[str, str | os.PathLike],
                                 out_dir: str | os.PathLike,
                                 cfg: Mapping[str, Any] | None = None, *, model: str,
+                                groups_path: str | os.PathLike | None = None,
                                 provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """1:N of one model: the pooled templates of ``templates.parquet`` searched per the 1:N
     CSVs (``protocol_paths``: ``G1``, ``G2``, ``probe``); writes ``identification.parquet``
-    and ``.csv`` (:func:`facecast.templates.identify.identification_table`)."""
+    and ``.csv`` (:func:`facecast.templates.identify.identification_table`), per probe
+    group too when ``groups_path`` (``groups.parquet`` of rule ``templates_groups``)."""
     cfg = settings(cfg)
     out = Path(out_dir)
     table = read_parquet(templates_path)
@@ -183,8 +185,13 @@ def run_template_identification(templates_path: str | os.PathLike,
         feats = np.vstack([np.zeros(dim, np.float32) if v is None else np.asarray(v, np.float32)
                            for v in emb]) if dim else feats
     frames = {role: read_one_n_csv(p) for role, p in protocol_paths.items()}
+    probe_groups = None
+    if groups_path:
+        g = read_parquet(groups_path, columns=["template_id", "group"])
+        probe_groups = dict(zip(g["template_id"].tolist(), g["group"].tolist(), strict=True))
     ident = identification_table(table.drop(columns=["embedding"]), feats, frames,
-                                 ranks=cfg["ranks"], fpir_targets=cfg["fpir_targets"])
+                                 ranks=cfg["ranks"], fpir_targets=cfg["fpir_targets"],
+                                 probe_groups=probe_groups)
     ident.insert(0, "model", model)
     prov = {**dict(provenance or {}), "stage": "templates", "model": model, "protocol": "1:N",
             "ranks": list(cfg["ranks"]), "fpir_targets": list(cfg["fpir_targets"])}
@@ -242,8 +249,8 @@ def summarise_templates(tables: Sequence[str | os.PathLike], csv_path: str | os.
                                      "read-out: the ROC point nearest each FAR)")]
     if identification:
         ident = pd.concat([read_parquet(p) for p in identification], ignore_index=True)
-        w = ident.pivot_table(index=["model", "gallery"], columns="metric", values="text",
-                              aggfunc="first").reset_index()
+        w = ident.pivot_table(index=["model", "gallery", "group"], columns="metric",
+                              values="text", aggfunc="first").reset_index()
         body.append(frame_html(w, caption=f"{title}: 1:N identification (CMC rank k; "
                                            "TPIR at FPIR, open set on G1 and G2)"))
     write_html_page(html_path, title, body)

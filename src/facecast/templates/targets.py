@@ -65,10 +65,14 @@ def has_one_n(config: Mapping[str, Any], ds: str) -> bool:
     return bool(one_n_files(config["datasets"][ds]["root"], variant(config, ds)))
 
 
-def one_n_inputs(config: Mapping[str, Any], ds: str) -> dict[str, str]:
-    """The 1:N CSVs of ``ds`` by role (``G1``, ``G2``, ``probe``)."""
+def one_n_inputs(config: Mapping[str, Any], ds: str, model: str) -> dict[str, str]:
+    """Inputs of ``templates_identify`` besides the templates: the 1:N CSVs of ``ds`` by
+    role (``G1``, ``G2``, ``probe``) and, with protected groups, the templates' groups."""
     root = config["datasets"][ds]["root"]
-    return {k: str(v) for k, v in one_n_files(root, variant(config, ds)).items()}
+    out = {k: str(v) for k, v in one_n_files(root, variant(config, ds)).items()}
+    if protected(config):
+        out["template_groups"] = f"{TEMPLATES_DIR.format(ds=ds, model=model)}/groups.parquet"
+    return out
 
 
 def summary_inputs(config: Mapping[str, Any], ds: str) -> dict[str, list[str]]:
