@@ -39,8 +39,9 @@ from facecast.report.figures import pyplot, save_figure
 
 log = logging.getLogger(__name__)
 
-#: faces statuses whose rows count: ``aligned_input`` is pre-aligned input (detector none)
-USABLE = pa.array(["ok", "aligned_input"])
+#: faces statuses whose rows count: ``aligned_input`` is pre-aligned input (detector none),
+#: ``landmarks_given`` an IJB image aligned with its given landmarks
+USABLE = pa.array(["ok", "aligned_input", "landmarks_given"])
 NON_ATTRIBUTE_COLUMNS = {"image_id", "identity", "split", "exclude", "status", "message",
                          "shard", "path", "single_image"}
 
