@@ -102,8 +102,8 @@ def run_templates(root: str | os.PathLike, variant: str,
 
     Writes ``templates.parquet`` (one row per template, with its pooled feature),
     ``pairs.parquet`` (every line of the pair file, scored), ``tar_at_far.parquet`` /
-    ``.csv``, ``roc.png`` and, when the 1:N CSVs are present, ``identification.parquet``
-    / ``.csv``. Returns the TAR texts by FAR.
+    ``.csv`` and ``roc.png``. Returns the TAR texts by FAR. Image lines without a feature
+    are counted per template (``n_dropped``) and logged, never silently left out.
     """
     cfg = settings(cfg)
     out = Path(out_dir)
