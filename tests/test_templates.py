@@ -198,3 +198,13 @@ def test_config_check_names_the_key_of_a_release_without_its_files(tmp_path):
     assert dataset_errors(cfg) == []
     assert template_errors(cfg) == ["templates.models: 'r100' is not an embed model (['lbp'])",
                                     "templates.fars: 2.0 must lie in (0, 1)"]
+
+
+def test_ijb_faces_enter_benchmark_pools_wherever_ok_does():
+    from facecast.analysis.filtering import benchmark_pool
+
+    status = np.array(["ok", "landmarks_given", "aligned_input", "no_face", "landmarks_given"])
+    exclude = np.array([False, False, False, False, True])
+    assert benchmark_pool(status, exclude).tolist() == [True, True, True, False, False]
+    assert benchmark_pool(status, exclude, ["aligned_input"]).tolist() == [
+        False, False, True, False, False]

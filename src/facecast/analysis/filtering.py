@@ -208,8 +208,13 @@ def filter_mask(values: np.ndarray, pool: np.ndarray, f: AttributeFilter) -> np.
 
 def benchmark_pool(status: np.ndarray, exclude: np.ndarray,
                    statuses: Sequence[str] = DEFAULT_STATUSES) -> np.ndarray:
-    """Rows that may enter a benchmark: status in ``statuses`` and not excluded."""
-    return np.isin(np.asarray(status).astype(str), list(statuses)) \
+    """Rows that may enter a benchmark: status in ``statuses`` and not excluded.
+
+    ``landmarks_given`` (an IJB image aligned with the release's own landmarks) is an ok
+    face: it counts wherever ``ok`` does.
+    """
+    allowed = list(statuses) + (["landmarks_given"] if "ok" in statuses else [])
+    return np.isin(np.asarray(status).astype(str), allowed) \
         & ~np.asarray(exclude).astype(bool)
 
 
