@@ -208,3 +208,43 @@ def test_ijb_faces_enter_benchmark_pools_wherever_ok_does():
     assert benchmark_pool(status, exclude).tolist() == [True, True, True, False, False]
     assert benchmark_pool(status, exclude, ["aligned_input"]).tolist() == [
         False, False, True, False, False]
+
+
+def _insightface_templates(img_feats, templates, medias):
+    """ijb_11.py's image2template_feature, as a literal loop (the reference)."""
+    from sklearn.preprocessing import normalize
+
+    unique_templates = np.unique(templates)
+    template_feats = np.zeros((len(unique_templates), img_feats.shape[1]))
+    for count_template, uqt in enumerate(unique_templates):
+        (ind_t,) = np.where(templates == uqt)
+        face_norm_feats = img_feats[ind_t]
+        face_medias = medias[ind_t]
+        unique_medias, unique_media_counts = np.unique(face_medias, return_counts=True)
+        media_norm_feats = []
+        for u, ct in zip(unique_medias, unique_media_counts, strict=True):
+            (ind_m,) = np.where(face_medias == u)
+            if ct == 1:
+                media_norm_feats += [face_norm_feats[ind_m]]
+            else:
+                media_norm_feats += [np.mean(face_norm_feats[ind_m], axis=0, keepdims=True)]
+        template_feats[count_template] = np.sum(np.array(media_norm_feats), axis=0)
+    return unique_templates, normalize(template_feats)
+
+
+def test_layout_pooling_equals_the_reference_loop(tmp_path):
+    root = write_ijb(tmp_path / "IJB_C", one_n=False)
+    members = read_members(root, "ijbc")
+    ids = members["image_id"].to_numpy()[:-1]  # 999.jpg has no feature
+    raw = np.random.default_rng(7).normal(size=(len(ids), 8)).astype(np.float32) * 20
+    table, pooled = build_templates(members, ids, raw, {})
+    face = members["faceness"].to_numpy()[:-1].astype(np.float32)
+    ref_t, ref_f = _insightface_templates(raw * face[:, None],
+                                          members["template_id"].to_numpy()[:-1],
+                                          members["media_id"].to_numpy()[:-1])
+    assert np.array_equal(pooled.template_ids, ref_t)
+    # equal up to the float32 rounding of the reference's per-media np.mean (ours averages
+    # in float64); exact on dyadic features (test_pooling_equals_insightface_by_hand)
+    assert np.allclose(pooled.features, ref_f, rtol=0, atol=1e-6)
+    assert table.set_index("template_id").loc[1, ["n_images", "n_media", "n_dropped"]].tolist() \
+        == [3, 2, 1]
