@@ -127,6 +127,13 @@ def test_tar_table_equals_the_sklearn_readout_of_insightface():
     assert tab["tar"].tolist() == _insightface_readout(scores, labels, INSIGHTFACE_FARS)
     assert tab["resolvable"].tolist() == [False, True, True, True, True, True]
     assert tab["text"].iat[0] == "n/a (200000 impostors)"
+    # a tiny protocol: insightface's nearest point can be FAR 0; at_or_below reads 0.8
+    s, y = np.r_[0.95, 0.94, 0.93, 0.92, np.linspace(0.9, 0.5, 40)], np.r_[[1] * 4, [0] * 40]
+    s, y = np.r_[s, 0.86], np.r_[y, 1]
+    s[4:12] = np.linspace(0.91, 0.87, 8)  # 8 impostors above the fifth genuine pair
+    assert tar_table(s, y, [0.1])["tar"].item() == _insightface_readout(s, y, [0.1])[0] == 0.0
+    best = tar_table(s, y, [0.1], readout="at_or_below").iloc[0]
+    assert best["tar"] == 0.8 and best["far_reached"] <= 0.1
 
 
 def test_subject_ranks_and_1n_table():

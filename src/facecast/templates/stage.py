@@ -112,7 +112,7 @@ def run_templates(root: str | os.PathLike, variant: str,
     prov = {**dict(provenance or {}), "stage": "templates", "model": model,
             "variant": variant, "flip": flip,
             **{k: cfg[k] for k in ("norm_score", "detector_score", "media_pooling",
-                                   "precision")}}
+                                   "precision", "readout")}}
     t0 = time.perf_counter()
     members = read_members(root, variant)
     ids, raw = load_embeddings(embed_paths, members["image_id"].unique(), raw=True)
@@ -149,7 +149,7 @@ def run_templates(root: str | os.PathLike, variant: str,
     labels = pairs["label"].to_numpy()[ok]
     both = bool(0 < labels.sum() < len(labels))
     roc = insightface_roc(scores[ok], labels) if both else None
-    tab = tar_table(scores[ok], labels, cfg["fars"], roc=roc)
+    tab = tar_table(scores[ok], labels, cfg["fars"], roc=roc, readout=cfg["readout"])
     tab.insert(0, "model", model)
     tab["n_unscored"] = n_unscored
     for r in tab.itertuples(index=False):

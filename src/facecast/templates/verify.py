@@ -20,6 +20,10 @@ import numpy as np
 import pandas as pd
 
 from facecast.evaluate.metrics import roc_points
+from facecast.evaluate.metrics import tar_at_far as tar_at_or_below
+
+#: how a TAR is read off the ROC: insightface's nearest point, or facecast's evaluate rule
+READOUTS = ("insightface", "at_or_below")
 
 #: the FARs of insightface's IJB table
 INSIGHTFACE_FARS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
@@ -63,23 +67,36 @@ def nearest_index(fpr: np.ndarray, far: float) -> int:
 
 def tar_table(scores: np.ndarray, labels: np.ndarray,
               fars: Sequence[float] = INSIGHTFACE_FARS,
-              roc: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
-    """One row per target FAR: ``far``, ``tar`` (insightface's read-out), ``far_reached``,
-    ``threshold``, ``n_genuine``, ``n_impostor``, ``resolvable`` and ``text`` (the TAR,
-    or ``n/a (k impostors)`` when not resolvable). ``roc``: :func:`insightface_roc` of
-    the same scores, when the caller has it already (one sort of 15M scores is enough)."""
+              roc: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+              readout: str = "insightface") -> pd.DataFrame:
+    """One row per target FAR: ``far``, ``tar``, ``far_reached``, ``threshold``,
+    ``n_genuine``, ``n_impostor``, ``resolvable`` and ``text`` (the TAR, or
+    ``n/a (k impostors)`` when not resolvable). ``readout``: ``insightface`` (the ROC
+    point nearest the FAR; on a small protocol it may sit far from it, even at FAR 0 -
+    ``far_reached`` says where) or ``at_or_below`` (the best TAR whose FAR does not exceed
+    the target, :func:`facecast.evaluate.metrics.tar_at_far`, on every distinct score's
+    point). ``roc``: :func:`insightface_roc` of the same scores, when the caller has it
+    already (one sort of 15M scores is enough; ``at_or_below`` sorts once more)."""
+    if readout not in READOUTS:
+        raise ValueError(f"readout must be one of {READOUTS}, got {readout!r}")
     y = np.asarray(labels).astype(np.int8)
     n_gen = int((y == 1).sum())
     n_imp = int(len(y) - n_gen)
     rows = []
-    if n_gen and n_imp and roc is None:
+    if n_gen and n_imp and readout == "at_or_below":  # every distinct score's point
+        roc = roc_points(np.asarray(scores, np.float64), y)
+    elif n_gen and n_imp and roc is None:
         roc = insightface_roc(np.asarray(scores, np.float64), y)
     for far in fars:
         ok = bool(n_gen and n_imp and resolvable(n_imp, far))
         if n_gen and n_imp:
             fpr, tpr, thr = roc
-            i = nearest_index(fpr, far)
-            tar, reached, t = float(tpr[i]), float(fpr[i]), float(thr[i])
+            if readout == "insightface":
+                i = nearest_index(fpr, far)
+                tar, reached, t = float(tpr[i]), float(fpr[i]), float(thr[i])
+            else:
+                r = tar_at_or_below(fpr, tpr, thr, far, n_imp)
+                tar, reached, t = r["tar"], r["far_reached"], r["threshold"]
         else:
             tar = reached = t = float("nan")
         rows.append({"far": float(far), "tar": tar, "far_reached": reached, "threshold": t,
