@@ -22,7 +22,13 @@ from facecast.templates.groups import template_group_rates, template_groups
 from facecast.templates.identify import identification_table, subject_ranks
 from facecast.templates.pooling import image_features, pool_templates
 from facecast.templates.scoring import score_pairs
-from facecast.templates.verify import INSIGHTFACE_FARS, nearest_index, tar_table
+from facecast.templates.verify import (
+    INSIGHTFACE_FARS,
+    insightface_roc,
+    nearest_index,
+    tar_table,
+    thin_roc,
+)
 
 
 def _insightface_readout(scores, labels, fars):
@@ -134,6 +140,8 @@ def test_tar_table_equals_the_sklearn_readout_of_insightface():
     assert tar_table(s, y, [0.1])["tar"].item() == _insightface_readout(s, y, [0.1])[0] == 0.0
     best = tar_table(s, y, [0.1], readout="at_or_below").iloc[0]
     assert best["tar"] == 0.8 and best["far_reached"] <= 0.1
+    x, t = thin_roc(insightface_roc(s, y))  # the plot starts with the TAR at FAR 0
+    assert x[0] == 1e-6 and t[0] == 0.8 and t[-1] == 1.0
 
 
 def test_subject_ranks_and_1n_table():

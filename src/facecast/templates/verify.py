@@ -108,12 +108,19 @@ def tar_table(scores: np.ndarray, labels: np.ndarray,
 def thin_roc(roc: tuple[np.ndarray, np.ndarray, np.ndarray], n_points: int = 400
              ) -> tuple[np.ndarray, np.ndarray]:
     """(FAR, TAR) of an :func:`insightface_roc` curve thinned to about ``n_points``
-    log-spaced FARs (a 15M-pair curve has millions of points; a plot needs a few hundred)."""
+    log-spaced FARs (a 15M-pair curve has millions of points; a plot needs a few hundred);
+    the TAR reached at FAR 0 starts the curve at the log axis' left edge."""
     fpr, tpr, _ = roc
     pos = fpr > 0
     if pos.sum() <= n_points:
-        return fpr[pos], tpr[pos]
-    grid = np.geomspace(fpr[pos].min(), 1.0, n_points)
-    idx = np.unique(np.clip(np.searchsorted(fpr, grid, side="right") - 1, 0, len(fpr) - 1))
-    idx = idx[fpr[idx] > 0]
-    return fpr[idx], tpr[idx]
+        x, y = fpr[pos], tpr[pos]
+    else:
+        grid = np.geomspace(fpr[pos].min(), 1.0, n_points)
+        idx = np.unique(np.clip(np.searchsorted(fpr, grid, side="right") - 1, 0,
+                                len(fpr) - 1))
+        idx = idx[fpr[idx] > 0]
+        x, y = fpr[idx], tpr[idx]
+    if (~pos).any() and len(x):  # the TAR reached at FAR 0, drawn from the left edge
+        x = np.r_[min(1e-6, x[0] / 10), x]
+        y = np.r_[tpr[~pos].max(), y]
+    return x, y
