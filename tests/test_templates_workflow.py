@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import pandas as pd
 import pyarrow.parquet as pq
+import pytest
 from conftest import run_snakemake
 from ijb_support import write_ijb
 
 from facecast.io.parquet_io import read_parquet, read_provenance
+
+pytestmark = pytest.mark.slow
 
 
 def test_ijb_release_end_to_end(tmp_path):
