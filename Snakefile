@@ -46,6 +46,7 @@ include: "workflow/rules/fairness.smk"
 include: "workflow/rules/quality.smk"
 include: "workflow/rules/covariates.smk"
 include: "workflow/rules/labels.smk"
+include: "workflow/rules/slices.smk"
 include: "workflow/rules/report.smk"
 
 
