@@ -21,7 +21,7 @@ from facecast.evaluate.metrics import equal_error_rate, kfold_accuracy, roc_poin
 from facecast.fairness.threshold import fmr_resolvable, thresholds_at_fmr
 from facecast.slices.predicates import Predicate, build_predicates, select_columns
 from facecast.slices.search import enumerate_slices, score, slice_image_mask
-from facecast.slices.testing import adjust, clustered_test
+from facecast.slices.testing import adjust, clustered_test, make_units, replicate_weights
 
 log = logging.getLogger(__name__)
 TEST_BLOCK = 256
@@ -159,6 +159,8 @@ def find_slices(pairs: pd.DataFrame, attributes: pd.DataFrame, cfg: Mapping[str,
         (np.ones(2 * n_rel_rows, np.float32),
          (codes, np.concatenate([np.arange(n_rel_rows)] * 2))),
         shape=(int(codes.max()) + 1 if len(codes) else 0, n_rel_rows))
+    units = make_units(ida_rel, idb_rel, ids_all)
+    weights = replicate_weights(units, int(cfg.get("n_boot", 1000)), seed) if cand else []
     tested = np.zeros(nrow, bool)
     note = np.full(nrow, "", dtype=object)
     res_cols = {k: np.full(nrow, np.nan) for k in
@@ -191,9 +193,8 @@ def find_slices(pairs: pd.DataFrame, attributes: pd.DataFrame, cfg: Mapping[str,
         if len(sel) == 0:
             continue
         rows = [block[j] for j in sel]
-        res = clustered_test(ida_rel, idb_rel, ids_all, mem[rel][:, sel], err_all[rel],
-                             n_boot=n_boot, seed=seed, confidence=conf,
-                             n_identities=n_ids[sel])
+        res = clustered_test(units, weights, mem[rel][:, sel], err_all[rel],
+                             confidence=conf, n_identities=n_ids[sel])
         tested[rows] = True
         p[rows] = res.p
         res_cols["effect"][rows] = res.effect

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facecast.analysis.filtering import AttributeFilter, filter_mask
+from facecast.analysis.filtering import AttributeFilter, filter_mask, percentile_ranks
 from facecast.config.util import name_list
 
 #: attribute-table columns that are never slice attributes (ids, statuses, bookkeeping)
@@ -95,9 +95,13 @@ def column_predicates(name: str, values: np.ndarray, pool: np.ndarray,
             masks.append(filter_mask(v, pool, AttributeFilter.from_config(f)))
     else:
         bins = int(cfg.get("bins", 4))
+        ranks = np.full(v.shape, np.nan)  # as filter_mask ranks (facecast rank_method)
+        ranks[pool] = percentile_ranks(v[pool])
         for low, high in _rank_ranges(bins, bool(cfg.get("rank_ranges", True))):
             f = {"attribute": name, "mode": "rank", "low": low, "high": high}
-            m = filter_mask(v, pool, AttributeFilter.from_config(f))
+            AttributeFilter.from_config(f)  # the exported filter is valid
+            with np.errstate(invalid="ignore"):
+                m = pool & (ranks >= low) & (ranks <= high)
             if not m.any() or any(np.array_equal(m, prev) for prev in masks):
                 continue  # empty, or the same images as a narrower range (ties)
             lo_v, hi_v = float(np.min(v[m])), float(np.max(v[m]))

@@ -14,7 +14,7 @@ its contributions are summed per resampling unit and the identity-clustered boot
 gives its standard deviation (the cluster-robust variance of the score, computed around
 the null rate, so a slice whose few identities happen to agree cannot fake a tiny
 variance, as a Wald test's own-slice standard error can). The p-value is one-sided (the
-slice is worse): ``p = 1 - F(T / sd)`` with ``F`` Student's t with (identities in the
+slice is worse): ``p = F(-T / sd)`` with ``F`` Student's t with (identities in the
 slice - 1) degrees of freedom, a small-cluster correction (normal beyond 30).
 
 A variance estimated per slice is itself noisy, and a search over thousands of slices
@@ -50,37 +50,42 @@ class TestResult:
     p: np.ndarray
     rate_lo: np.ndarray
     rate_hi: np.ndarray
-    n_units: int
 
 
-def unit_sums(identity_a: np.ndarray, identity_b: np.ndarray, all_identities: np.ndarray,
-              member: np.ndarray, error: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                         np.ndarray]:
-    """Sum relevant pairs per resampling unit.
+@dataclass
+class Units:
+    """Resampling units of the relevant pairs: ``codes[j]`` is pair j's unit; ``ua``/``ub``
+    the unit's identities (identities of the protocol without a relevant pair are added
+    as empty units, so a replicate draws over every identity); ``ind`` sums pairs into
+    units."""
 
-    Returns ``(unit_a, unit_b, size (U, K), errors (U, K), total_size (U,), total_errors
-    (U,))``; every identity of ``all_identities`` is also a unit (with zero sums where it
-    has no relevant pair), so the bootstrap draws over every identity of the protocol.
-    """
+    codes: np.ndarray
+    ua: np.ndarray
+    ub: np.ndarray
+    ind: sparse.csr_matrix
+
+
+def make_units(identity_a: np.ndarray, identity_b: np.ndarray,
+               all_identities: np.ndarray) -> Units:
+    """The units of pairs with identities ``identity_a``/``identity_b``."""
     ida = np.asarray(identity_a, dtype=object)
     idb = np.asarray(identity_b, dtype=object)
-    key = pd.MultiIndex.from_arrays([ida, idb])
-    codes, uniq = pd.factorize(key)
+    codes, uniq = pd.factorize(pd.MultiIndex.from_arrays([ida, idb]))
     ua = np.asarray(uniq.get_level_values(0), dtype=object)
     ub = np.asarray(uniq.get_level_values(1), dtype=object)
-    pad = np.asarray(all_identities, dtype=object)
+    present = pd.Index(np.concatenate([ua, ub])).unique()
+    pad = np.asarray(pd.Index(all_identities).difference(present), dtype=object)
     n_units = len(uniq) + len(pad)
-    ind = sparse.csr_matrix((np.ones(len(codes), np.float32), (codes, np.arange(len(codes)))),
+    ind = sparse.csr_matrix((np.ones(len(codes)), (codes, np.arange(len(codes)))),
                             shape=(n_units, len(codes)))
-    err = np.asarray(error, bool)
-    m = np.asarray(member, np.float32)
-    size = np.asarray(ind @ m)
-    errs = np.asarray(ind @ (m * err[:, None].astype(np.float32)))
-    total = np.asarray(ind.sum(1)).ravel()
-    total_err = np.asarray(ind @ err.astype(np.float32)).ravel()
-    return (np.concatenate([ua, pad]), np.concatenate([ub, pad]), size, errs, total,
-            total_err)
+    return Units(codes, np.concatenate([ua, pad]), np.concatenate([ub, pad]), ind)
+
+
+def replicate_weights(units: Units, n_boot: int, seed: int) -> list[np.ndarray]:
+    """Identity-clustered replicate weights of every unit, in chunks ``(<=64, U)``
+    (:func:`facecast.evaluate.resample.identity_weights`, seeded)."""
+    rng = np.random.default_rng(seed)
+    return list(identity_weights(units.ua, units.ub, n_boot, rng, chunk=64))
 
 
 def _effect(size: np.ndarray, errs: np.ndarray, total: np.ndarray, total_err: np.ndarray
@@ -91,16 +96,20 @@ def _effect(size: np.ndarray, errs: np.ndarray, total: np.ndarray, total_err: np
     return rate - rest, rate, rest
 
 
-def clustered_test(identity_a: np.ndarray, identity_b: np.ndarray,
-                   all_identities: np.ndarray, member: np.ndarray, error: np.ndarray, *,
-                   n_boot: int, seed: int, confidence: float = 0.95,
+def clustered_test(units: Units, weights: list[np.ndarray], member: np.ndarray,
+                   error: np.ndarray, *, confidence: float = 0.95,
                    n_identities: np.ndarray | None = None) -> TestResult:
     """Test every slice (column of ``member`` over the relevant pairs) against the rest
-    with identity-clustered bootstrap replicates; see the module docstring."""
-    ua, ub, size, errs, total, total_err = unit_sums(identity_a, identity_b, all_identities,
-                                                     member, error)
+    with the identity-clustered replicate ``weights``; see the module docstring."""
+    err = np.asarray(error, bool)
+    m = np.asarray(member, np.float64)
+    size = np.asarray(units.ind @ m)
+    errs = np.asarray(units.ind @ (m * err[:, None]))
+    total = np.asarray(units.ind.sum(1)).ravel()
+    total_err = np.asarray(units.ind @ err.astype(np.float64)).ravel()
     n_all, e_all = total.sum(), total_err.sum()
-    d_obs, rate_obs, rest_obs = _effect(size.sum(0), errs.sum(0), n_all, e_all)
+    d_obs, rate_obs, rest_obs = _effect(size.sum(0), errs.sum(0), np.float64(n_all),
+                                        np.float64(e_all))
     share = size.sum(0) / n_all                       # pi per slice
     p0 = e_all / n_all                                # the overall error rate
     # score contributions per unit: sum (m - pi)(e - p0)
@@ -108,30 +117,31 @@ def clustered_test(identity_a: np.ndarray, identity_b: np.ndarray,
         share[None, :] * p0 * total[:, None])
     t_obs = contrib.sum(0)
     k = size.shape[1]
+    n_boot = sum(w.shape[0] for w in weights)
     reps_t = np.empty((n_boot, k))
     reps_r = np.empty((n_boot, k))
+    stacked = np.hstack([contrib, errs, size])
     done = 0
-    rng = np.random.default_rng(seed)
-    for w in identity_weights(ua, ub, n_boot, rng, chunk=64):
+    for w in weights:
         b = w.shape[0]
-        reps_t[done:done + b] = w @ contrib
+        prod = w @ stacked
+        reps_t[done:done + b] = prod[:, :k]
         with np.errstate(divide="ignore", invalid="ignore"):
-            reps_r[done:done + b] = (w @ errs) / (w @ size)
+            reps_r[done:done + b] = prod[:, k:2 * k] / prod[:, 2 * k:]
         done += b
-    sd = np.std(reps_t, axis=0, ddof=1)
+    sd = np.std(reps_t, axis=0, ddof=1) if n_boot > 1 else np.zeros(k)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(sd > 0, t_obs / np.where(sd > 0, sd, 1.0), np.nan)
     df = (np.full(k, np.inf) if n_identities is None
           else np.clip(np.asarray(n_identities, np.float64) - 1, 1, None))
     df = np.where(df > 30, np.inf, df)
-    p_cluster = np.where(np.isfinite(z), 1.0 - stdtr(df, np.nan_to_num(z)), 1.0)
-    n_s = np.rint(size.sum(0))
-    e_s = np.rint(errs.sum(0))
+    p_cluster = np.where(np.isfinite(z), stdtr(df, -np.nan_to_num(z)), 1.0)
+    n_s = np.rint(size.sum(0)).astype(np.int64)
+    e_s = np.rint(errs.sum(0)).astype(np.int64)
     p_binom = np.where(e_s >= 1, bdtrc(np.maximum(e_s - 1, 0), n_s, p0), 1.0)
     p = np.maximum(p_cluster, p_binom)
     lo, hi = percentile_band(reps_r, confidence)
-    return TestResult(d_obs, rate_obs, rest_obs, z, p, lo, hi, len(np.unique(
-        np.concatenate([ua, ub]))))
+    return TestResult(d_obs, rate_obs, rest_obs, z, p, lo, hi)
 
 
 def adjust(p: np.ndarray, method: str = "bh") -> np.ndarray:
