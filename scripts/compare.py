@@ -7,7 +7,7 @@ from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
     scores: dict = {}
-    for key, path in zip(snakemake.params.keys, snakemake.input, strict=True):
+    for key, path in zip(snakemake.params.names, snakemake.input, strict=True):
         bench, model = key.split("/", 1)
         scores.setdefault(bench, {})[model] = path
     diff = run_compare(scores, Path(snakemake.output.differences).parent,

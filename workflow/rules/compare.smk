@@ -18,7 +18,7 @@ rule compare:
         leaderboard_md=f"{COMPARE_DIR}/leaderboard.md",
         html=report(f"{COMPARE_DIR}/report.html", **compare_targets.report_kw("report")),
     params:
-        keys=lambda wc: list(compare_targets.score_inputs(config, wc.ds)),
+        names=lambda wc: list(compare_targets.score_inputs(config, wc.ds)),
         compare=config.get("compare", {}),
         fars=config["evaluate"]["fars"],
         seed=config["seed"],

@@ -24,7 +24,7 @@ from facecast.slices.search import enumerate_slices, score, slice_image_mask
 from facecast.slices.testing import adjust, clustered_test, make_units, replicate_weights
 
 log = logging.getLogger(__name__)
-TEST_BLOCK = 256
+TEST_BLOCK = 128
 
 
 def global_threshold(scores: np.ndarray, labels: np.ndarray, cfg: Mapping[str, Any]
@@ -174,12 +174,10 @@ def find_slices(pairs: pd.DataFrame, attributes: pd.DataFrame, cfg: Mapping[str,
         mem = np.zeros((len(pairs), len(block)), bool)
         for j, row in enumerate(block):
             mem[:, j] = slice_members(masks, defs[row], ia, ib)
-        gen = mem & y[:, None]
-        imp = mem & ~y[:, None]
-        table.loc[block, "n_genuine"] = gen.sum(0)
-        table.loc[block, "n_impostor"] = imp.sum(0)
-        table.loc[block, "fnm"] = (gen & err_all[:, None]).sum(0)
-        table.loc[block, "fm"] = (imp & err_all[:, None]).sum(0)
+        table.loc[block, "n_genuine"] = mem[y].sum(0)
+        table.loc[block, "n_impostor"] = mem[~y].sum(0)
+        table.loc[block, "fnm"] = mem[y & err_all].sum(0)
+        table.loc[block, "fm"] = mem[~y & err_all].sum(0)
         n_ids = np.asarray(((id_ind @ mem[rel].astype(np.float32)) > 0).sum(0)).ravel()
         table.loc[block, "n_identities"] = n_ids
         other = table.loc[block, "n_impostor" if etype == "fnmr" else "n_genuine"].to_numpy()
