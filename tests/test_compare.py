@@ -66,3 +66,17 @@ def test_better_model_wins_and_identical_models_tie(tmp_path: Path) -> None:
     same = diff[(diff["model_a"] == "good") & (diff["model_b"] == "same")]
     assert (same["verdict"] == "tie").all() and (same["difference"] == 0).all()
     assert (tmp_path / "out" / "report.html").stat().st_size > 0
+
+
+def test_plan_says_why_compare_and_slices_are_off() -> None:
+    import yaml
+
+    from facecast.config.prepare import resolve_config
+
+    repo = Path(__file__).parents[1]
+    cfg = yaml.safe_load((repo / "config.yaml").read_text())
+    cfg["evaluate"]["models"] = ["dlib"]
+    cfg["slices"] = "off"
+    plan = resolve_config(cfg, str(repo / "workflow/schemas/config.schema.yaml"))
+    assert "slices: off (slices.enabled: false)" in plan
+    assert any(line.startswith("compare: skipped - fewer than two") for line in plan)

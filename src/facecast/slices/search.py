@@ -119,7 +119,8 @@ def enumerate_slices(image_masks: np.ndarray, columns: Sequence[int], ia: np.nda
     candidates2 = len(i)
     live = ub2 > 0
     i, j = i[live], j[live]
-    pruned = (p_all * (p_all - 1) // 2) - len(i)
+    per_col = np.bincount(col)
+    pruned = int((p_all ** 2 - (per_col ** 2).sum()) // 2) - len(i)  # cross-column pairs
     d2 = np.full((len(i), max_depth), -1)
     d2[:, 0], d2[:, 1] = keep[i], keep[j]
     s2, e2 = g_size[i, j], g_err[i, j]
