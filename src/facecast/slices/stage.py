@@ -156,7 +156,7 @@ def example_pairs(table: pd.DataFrame, pairs: pd.DataFrame, masks: np.ndarray,
         member = slice_members(masks, row.pred_ids, info["ia"], info["ib"])
         hard = hardest_pairs(valid.loc[member], per_slice)
         hard = hard[hard["kind"] == kind].assign(
-            group=f"#{int(row.rank) if pd.notna(row.rank) else i}", slice=row.slice)
+            group=f"slice {int(row.rank) if pd.notna(row.rank) else i}", slice=row.slice)
         out.append(hard)
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(
         columns=["kind", "rank", "image_a", "image_b", "label", "score", "group", "slice"])
