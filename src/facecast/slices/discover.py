@@ -146,9 +146,8 @@ def find_slices(pairs: pd.DataFrame, attributes: pd.DataFrame, cfg: Mapping[str,
     if max_tested:
         cand = cand[:max_tested]
     nrow = len(table)
-    for c, v in (("n_genuine", 0), ("n_impostor", 0), ("n_identities", 0),
-                 ("fnm", 0), ("fm", 0)):
-        table[c] = np.full(nrow, -1 if v == 0 else v, np.int64)
+    for c in ("n_genuine", "n_impostor", "n_identities", "fnm", "fm"):
+        table[c] = np.full(nrow, -1, np.int64)  # -1: not computed (slice not a candidate)
     ids_all = pd.unique(np.concatenate([pairs["identity_a"].astype(str).to_numpy(),
                                         pairs["identity_b"].astype(str).to_numpy()]))
     ida_rel = pairs["identity_a"].astype(str).to_numpy()[rel]
@@ -163,8 +162,13 @@ def find_slices(pairs: pd.DataFrame, attributes: pd.DataFrame, cfg: Mapping[str,
     weights = replicate_weights(units, int(cfg.get("n_boot", 1000)), seed) if cand else []
     tested = np.zeros(nrow, bool)
     note = np.full(nrow, "", dtype=object)
-    res_cols = {k: np.full(nrow, np.nan) for k in
-                ("effect", "rest_rate", "z", "error_lo", "error_hi")}
+    res_cols = {k: np.full(nrow, np.nan) for k in ("z", "error_lo", "error_hi")}
+    # effect against the rest for every slice of the family, from the lattice's counts
+    n_err = float(err_all[rel].sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        res_cols["rest_rate"] = ((n_err - table["errors"].to_numpy())
+                                 / (n_rel - table["size"].to_numpy()))
+    res_cols["effect"] = table["error_rate"].to_numpy() - res_cols["rest_rate"]
     p = np.ones(nrow)
     n_boot = int(cfg.get("n_boot", 1000))
     conf = float(cfg.get("confidence", 0.95))
@@ -195,8 +199,6 @@ def find_slices(pairs: pd.DataFrame, attributes: pd.DataFrame, cfg: Mapping[str,
                              confidence=conf, n_identities=n_ids[sel])
         tested[rows] = True
         p[rows] = res.p
-        res_cols["effect"][rows] = res.effect
-        res_cols["rest_rate"][rows] = res.rest_rate
         res_cols["z"][rows] = res.z
         res_cols["error_lo"][rows] = res.rate_lo
         res_cols["error_hi"][rows] = res.rate_hi
