@@ -47,6 +47,8 @@ include: "workflow/rules/templates.smk"
 include: "workflow/rules/quality.smk"
 include: "workflow/rules/covariates.smk"
 include: "workflow/rules/labels.smk"
+include: "workflow/rules/slices.smk"
+include: "workflow/rules/compare.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -11,6 +11,7 @@ except PackageNotFoundError:  # running from a source tree without installation
 #: ``config``, ``report``) and the stages before it, never one after it
 #: (docs/CONTRIBUTING.md; tests/test_import_graph.py keeps it so)
 STAGES = ("datasets", "faces", "embed", "attributes", "analysis", "evaluate", "fairness",
-          "identification", "templates", "quality", "covariates", "labels")
+          "identification", "templates", "quality", "covariates", "labels", "slices",
+          "compare")
 
 __all__ = ["STAGES", "__version__"]

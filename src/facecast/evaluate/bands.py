@@ -25,16 +25,27 @@ from facecast.evaluate.resample import identity_weights
 
 def percentile_band(values: np.ndarray, confidence: float = 0.95
                     ) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile interval over axis 0 (replicates), NaN-aware; NaN where no replicate."""
+    """Percentile interval over axis 0 (replicates), NaN-aware; NaN where no replicate.
+    The numbers of ``np.nanquantile`` (linear interpolation), vectorised over columns."""
     v = np.asarray(values, dtype=np.float64)
     q = (1.0 - confidence) / 2.0
-    lo = np.full(v.shape[1:], np.nan)
-    hi = np.full(v.shape[1:], np.nan)
-    ok = np.isfinite(v).any(axis=0)
-    if ok.any():
-        lo[ok] = np.nanquantile(v[:, ok], q, axis=0)
-        hi[ok] = np.nanquantile(v[:, ok], 1 - q, axis=0)
-    return lo, hi
+    if v.size == 0:
+        return np.full(v.shape[1:], np.nan), np.full(v.shape[1:], np.nan)
+    srt = np.sort(v, axis=0)  # NaN sorts last
+    n = (~np.isnan(v)).sum(axis=0)
+    some = np.isfinite(v).any(axis=0)
+
+    def at(level: float) -> np.ndarray:
+        pos = level * np.maximum(n - 1, 0)
+        i0 = np.floor(pos).astype(np.int64)
+        i1 = np.minimum(i0 + 1, np.maximum(n - 1, 0))
+        frac = pos - i0
+        a = np.take_along_axis(srt, i0[None], axis=0)[0]
+        b = np.take_along_axis(srt, i1[None], axis=0)[0]
+        with np.errstate(invalid="ignore"):
+            return np.where(some, a + frac * (b - a), np.nan)
+
+    return at(q), at(1 - q)
 
 
 def replicate_weights(identity_a: np.ndarray, identity_b: np.ndarray, n_boot: int,

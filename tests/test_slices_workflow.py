@@ -1,0 +1,35 @@
+"""The slices and compare stages inside the shared demo run (rule all)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import yaml
+
+from facecast.analysis.filtering import parse_filters
+
+
+def test_demo_run_writes_slices_and_comparisons(demo_run):
+    work, cfg = demo_run
+    res = work / "results" / "demo"
+    for model in ("lbp", "dlib"):
+        out = res / "slices" / model / "fair_pool"
+        table = pd.read_parquet(out / "slices.parquet")
+        search = json.loads((out / "search.json").read_text())
+        assert search["family"] == len(table) > 0
+        assert search["threshold"]["policy"] == "eer"
+        assert "label_low_contrast_group" not in search["columns"]
+        assert (table["q"] >= table["p"]).all() and table["p"].between(0, 1).all()
+        disc = yaml.safe_load((out / "discovered.yaml").read_text())
+        for name, bench in (disc["benchmarks"] or {}).items():
+            parse_filters(bench["filters"], name)
+        for name in ("report.html", "slices.png", "examples.png"):
+            assert (out / name).stat().st_size > 0
+        assert (res / "runtime" / "slices" / f"{model}_fair_pool.tsv").exists()
+    diff = pd.read_parquet(res / "compare" / "differences.parquet")
+    assert set(diff["benchmark"]) == set(cfg["evaluate"]["benchmarks"])
+    assert {"accuracy", "auc", "fnmr@fmr=0.001"} <= set(diff["metric"])
+    board = pd.read_csv(res / "compare" / "leaderboard.csv")
+    assert set(board["model"]) == {"lbp", "dlib"}
+    assert (res / "compare" / "report.html").stat().st_size > 0

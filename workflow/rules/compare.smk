@@ -1,0 +1,35 @@
+# Model-vs-model comparisons (issue 25, part 2): every pair of evaluated models on every
+# benchmark, on the same pairs, paired identity-clustered bootstrap + exact McNemar, Holm
+# across benchmarks; leaderboards with ties -> results/{ds}/compare/
+# Which models/benchmarks: facecast.compare.targets. Logic: facecast.compare.stage.
+import facecast.compare.targets as compare_targets
+
+COMPARE_DIR = compare_targets.COMPARE_DIR
+
+
+rule compare:
+    input:
+        lambda wc: list(compare_targets.score_inputs(config, wc.ds).values()),
+    output:
+        differences=f"{COMPARE_DIR}/differences.parquet",
+        differences_csv=f"{COMPARE_DIR}/differences.csv",
+        leaderboard=f"{COMPARE_DIR}/leaderboard.parquet",
+        leaderboard_csv=f"{COMPARE_DIR}/leaderboard.csv",
+        leaderboard_md=f"{COMPARE_DIR}/leaderboard.md",
+        html=report(f"{COMPARE_DIR}/report.html", **compare_targets.report_kw("report")),
+    params:
+        names=lambda wc: list(compare_targets.score_inputs(config, wc.ds)),
+        compare=config.get("compare", {}),
+        fars=config["evaluate"]["fars"],
+        seed=config["seed"],
+    log:
+        "results/{ds}/logs/compare.log",
+    benchmark:
+        "results/{ds}/runtime/compare.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/compare.py"
+
+
+DEFAULT_TARGETS.append(lambda ds: compare_targets.targets(config, ds))

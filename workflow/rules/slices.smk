@@ -1,0 +1,43 @@
+# Slice discovery (issue 25): attribute slices where a model errs most, with identity-
+# clustered tests and false-discovery control, exported as benchmark definitions
+#   -> results/{ds}/slices/{model}/{protocol}/
+# Which models/protocols (config section slices): facecast.slices.targets.
+# Logic: facecast.slices.stage.run_slices.
+import facecast.slices.targets as slices_targets
+
+SLICES_DIR = slices_targets.SLICES_DIR
+
+
+rule slices:
+    input:
+        scores="results/{ds}/eval/{model}/{protocol}.parquet",
+        attributes="results/{ds}/attributes.parquet",
+        faces=FACES_INDEX,
+    output:
+        parquet=f"{SLICES_DIR}/slices.parquet",
+        csv=f"{SLICES_DIR}/slices.csv",
+        discovered=f"{SLICES_DIR}/discovered.yaml",
+        search=f"{SLICES_DIR}/search.json",
+        html=report(f"{SLICES_DIR}/report.html", **slices_targets.report_kw("top slices")),
+        png=report(f"{SLICES_DIR}/slices.png", **slices_targets.report_kw("error rates")),
+        examples=report(
+            f"{SLICES_DIR}/examples.png", **slices_targets.report_kw("hardest errors")
+        ),
+    wildcard_constraints:
+        model=r"[^/]+",
+        protocol=r"[^/]+",
+    params:
+        slices=config.get("slices", {}),
+        statuses=(config.get("mining") or {}).get("statuses", ["ok", "aligned_input"]),
+        seed=config["seed"],
+    log:
+        "results/{ds}/logs/slices/{model}_{protocol}.log",
+    benchmark:
+        "results/{ds}/runtime/slices/{model}_{protocol}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/slices.py"
+
+
+DEFAULT_TARGETS.append(lambda ds: slices_targets.targets(config, ds))
