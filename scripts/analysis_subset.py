@@ -8,6 +8,7 @@ with script_context(snakemake) as ctx:
                                     snakemake.output.subset, snakemake.output.description,
                                     bench=ctx.wildcards["bench"],
                                     rank_method=snakemake.params.rank_method,
+                                    cast_filters=snakemake.params.cast_filters,
                                     statuses=snakemake.params.statuses,
                                     provenance=ctx.provenance)
     ctx.log.info("subset %s: %s", ctx.wildcards["bench"], report)

@@ -50,23 +50,56 @@ rule benchmark_subset:
     params:
         filters=lambda wc: config["benchmarks"][wc.bench].get("filters", []),
         rank_method=lambda wc: config["benchmarks"][wc.bench].get("rank_method", "facecast"),
+        cast_filters=lambda wc: config["benchmarks"][wc.bench].get("cast_filters", []),
         statuses=config["mining"].get("statuses", ["ok"]),
     wildcard_constraints:
         bench=analysis_targets.benchmark_regex(config),
+        ds=name_regex(IMAGE_DATASETS),
     log:
         "results/{ds}/logs/analysis/subset_{bench}.log",
+    benchmark:
+        "results/{ds}/runtime/analysis/subset_{bench}.tsv"
     conda:
         "../../envs/cpu.yaml"
     script:
         "../../scripts/analysis_subset.py"
 
 
+# cast_arrays datasets: the same subset and description.txt, filtered on CAST's mapped
+# arrays (facecast.analysis.cast_filters), never through a 42M-row attribute table
+rule cast_benchmark_subset:
+    input:
+        unpack(lambda wc: analysis_targets.array_subset_inputs(config, wc.ds)),
+    output:
+        subset="results/{ds}/benchmarks/{bench}/subset.parquet",
+        description=report(
+            "results/{ds}/benchmarks/{bench}/description.txt",
+            caption="../report/benchmark_definition.rst",
+            category="Benchmarks",
+            subcategory="{ds}",
+            labels={"benchmark": "{bench}", "file": "definition"},
+        ),
+    params:
+        bench_cfg=lambda wc: config["benchmarks"][wc.bench],
+        statuses=config["mining"].get("statuses", ["ok"]),
+    wildcard_constraints:
+        bench=analysis_targets.benchmark_regex(config),
+        ds=name_regex(ARRAY_DATASETS),
+    threads: 2
+    log:
+        "results/{ds}/logs/analysis/subset_{bench}.log",
+    benchmark:
+        "results/{ds}/runtime/analysis/subset_{bench}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/analysis_cast_subset.py"
+
+
 rule mine_pairs:
     input:
-        subset="results/{ds}/benchmarks/{bench}/subset.parquet",
-        manifest="results/{ds}/manifest.parquet",
-        embeddings=lambda wc: EMBED_INDEX.format(
-            ds=wc.ds, model=analysis_targets.reference_model(config)
+        unpack(
+            lambda wc: analysis_targets.mine_inputs(config, wc.ds, wc.bench, EMBED_INDEX)
         ),
     output:
         pairs="results/{ds}/benchmarks/{bench}/pairs.parquet",
@@ -110,3 +143,4 @@ rule mine_pairs:
 
 
 DEFAULT_TARGETS.append(lambda ds: analysis_targets.analysis_targets(config, ds))
+ARRAY_TARGETS.append(lambda ds: analysis_targets.analysis_targets(config, ds))

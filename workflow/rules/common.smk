@@ -14,6 +14,11 @@ wildcard_constraints:
 
 # Each stage file appends callables ds -> list[str] of the outputs `rule all` builds.
 DEFAULT_TARGETS = []
+# The same for cast_arrays datasets (facecast.datasets.cast_arrays): only the stages that
+# work from CAST's arrays (ingest, attributes from the arrays, benchmarks) append here.
+ARRAY_TARGETS = []
+ARRAY_DATASETS = datasets_targets.array_datasets(config)
+IMAGE_DATASETS = datasets_targets.array_datasets(config, want=False)
 
 
 # Shard indexes (facecast.io.shard_index: FACES_INDEX, EMBED_INDEX) stand for every shard of
@@ -40,4 +45,9 @@ def per_shard(pattern, ds, **wildcards):
 
 def all_targets(wildcards):
     """The run's plan, plus every stage's default outputs of every dataset."""
-    return ["results/plan.md"] + [t for ds in DATASETS for fn in DEFAULT_TARGETS for t in fn(ds)]
+    return ["results/plan.md"] + [
+        t
+        for ds in DATASETS
+        for fn in (ARRAY_TARGETS if ds in ARRAY_DATASETS else DEFAULT_TARGETS)
+        for t in fn(ds)
+    ]

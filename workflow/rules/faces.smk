@@ -5,6 +5,8 @@ import facecast.faces.targets as faces_targets
 
 
 rule faces:
+    wildcard_constraints:
+        ds=name_regex(IMAGE_DATASETS),
     input:
         manifest="results/{ds}/manifest.parquet",
     output:

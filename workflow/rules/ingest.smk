@@ -50,3 +50,4 @@ rule lfw_protocol:
 
 
 DEFAULT_TARGETS.append(lambda ds: datasets_targets.ingest_targets(config, ds))
+ARRAY_TARGETS.append(lambda ds: datasets_targets.ingest_targets(config, ds))

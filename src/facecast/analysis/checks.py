@@ -100,14 +100,46 @@ def column_references(config: Mapping[str, Any]) -> list[tuple[str, str, list[st
             if isinstance(f, Mapping) and "attribute" in f:
                 refs.append((f"benchmarks.{bench}.filters[{i}].attribute", str(f["attribute"]),
                              all_ds))
+        for i, t in enumerate((bcfg or {}).get("cast_filters") or []):
+            if isinstance(t, (list, tuple)) and t:
+                refs.append((f"benchmarks.{bench}.cast_filters[{i}]", str(t[0]), all_ds))
     for i, c in enumerate(name_list(section(config, "correlations").get("columns"))):
         refs.append((f"correlations.columns[{i}]", c, all_ds))
     return refs
 
 
+def cast_filter_errors(config: Mapping[str, Any]) -> list[str]:
+    """CAST tuples that are not ``[attribute, class]`` / ``[attribute, rank | abs, lo, hi]``
+    with ordered bounds (rank: percents 0-100), and facecast rank filters on
+    ``cast_arrays`` datasets (their subsets are cut from the arrays with CAST's ranks)."""
+    from facecast.analysis.cast_filters import parse_cast_filter
+    from facecast.analysis.filtering import FilterError
+
+    errors: list[str] = []
+    arrays = [ds for ds, spec in datasets_of(config).items() if spec.get("kind") == "cast_arrays"]
+    for bench, bcfg in section(config, "benchmarks").items():
+        bcfg = bcfg or {}
+        for i, t in enumerate(bcfg.get("cast_filters") or []):
+            try:
+                parse_cast_filter(t, bench, i)
+            except FilterError as exc:
+                errors.append(str(exc))
+        if arrays:
+            method = bcfg.get("rank_method", "facecast")
+            for i, f in enumerate(bcfg.get("filters") or []):
+                if (isinstance(f, Mapping) and f.get("mode", "rank") == "rank"
+                        and f.get("rank_method", method) != "cast"):
+                    errors.append(
+                        f"benchmarks.{bench}.filters[{i}]: a facecast-ranked filter cannot be "
+                        f"cut from the arrays of cast_arrays dataset(s) {listing(arrays)}; "
+                        "write it as a cast_filters tuple [attribute, rank, low%, high%] or "
+                        "set rank_method: cast")
+    return errors
+
+
 def config_errors(config: Mapping[str, Any]) -> list[str]:
     """The analysis stage's checks."""
-    errors: list[str] = []
+    errors: list[str] = cast_filter_errors(config)
     models = embed_model_names(config)
     ref = str(section(config, "mining").get("reference_model") or "")
     if ref and ref not in models:

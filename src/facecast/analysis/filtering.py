@@ -71,6 +71,13 @@ CAST_NO_OP_DESCRIPTION = ("attribute: Eyeglasses lower_quartile: 0.0 upper_quart
                           "attribute: Eyeglasses lower_quartile: 0.0 upper_quartile: 1\n")
 
 
+#: the line a benchmark with CAST rank tuples adds after CAST's lines (CAST's slice drops
+#: the last position of every rank range, so ``[x, rank, 90, 100]`` misses the top row)
+CAST_RANK_NOTE = ("# facecast: rank tuples select argsort(column)[round(N*lo/100):"
+                  "round(N*hi/100)-1] over all N rows, as CAST's filter.py: the last "
+                  "position of each range (the top-ranked row when hi is 100) is dropped\n")
+
+
 class FilterError(ValueError):
     """A benchmark's filters are malformed or name a column the attribute table lacks."""
 
@@ -101,6 +108,9 @@ class AttributeFilter:
     high: Any = None
     value: Any = None
     rank_method: str = "facecast"
+    #: the bounds as a CAST tuple gave them (percents for ``rank``), written to
+    #: ``description.txt`` as given; None for facecast's own ``filters``
+    cast_bounds: tuple[Any, Any] | None = None
 
     @classmethod
     def from_config(cls, spec: Mapping[str, Any], bench: str = "",
@@ -136,6 +146,8 @@ class AttributeFilter:
         """This filter's line of CAST's ``description.txt`` (with the newline)."""
         if self.mode == "class":
             lo = hi = cast_number(self.value, zero="0")
+        elif self.cast_bounds is not None:
+            lo, hi = (cast_number(b) for b in self.cast_bounds)
         else:
             lo, hi = cast_number(self.low), cast_number(self.high)
         return f"attribute: {self.attribute} lower_quartile: {lo} upper_quartile: {hi}\n"
@@ -151,7 +163,10 @@ def describe_filters(filters: Sequence[AttributeFilter]) -> str:
     """The text of CAST's ``description.txt`` for ``filters`` (CAST's no-op for none)."""
     if not filters:
         return CAST_NO_OP_DESCRIPTION
-    return "".join(f.description_line() for f in filters)
+    text = "".join(f.description_line() for f in filters)
+    if any(f.cast_bounds is not None and f.mode == "rank" for f in filters):
+        text += CAST_RANK_NOTE
+    return text
 
 
 def percentile_ranks(values: np.ndarray) -> np.ndarray:
@@ -174,13 +189,35 @@ def _percent(fraction: float) -> float:
 
 def cast_rank_mask(values: np.ndarray, low: float, high: float) -> np.ndarray:
     """CAST's positional rank selection over the whole array (see the module docstring)."""
-    v = np.asarray(values, dtype=np.float64)
+    return cast_rank_select(np.asarray(values, dtype=np.float64), _percent(low),
+                            _percent(high))
+
+
+def cast_rank_select(values: np.ndarray, lo_pct: float, hi_pct: float) -> np.ndarray:
+    """Mask of ``np.argsort(values)[round(N*lo/100):round(N*hi/100)-1]`` (CAST's slice).
+
+    Exactly CAST's selection, in the array's own dtype (float32 as CAST ships it: a float64
+    copy can order ties differently). Fast path: when the values just inside and just
+    outside both ends of the slice differ (no tie is cut) and the slice holds no NaN, the
+    slice is every value between its end values, found with one ``np.partition`` (linear
+    time); otherwise the full ``np.argsort`` decides, as in CAST.
+    """
+    v = np.asarray(values)
     n = len(v)
-    ranked = np.argsort(v)                     # CAST: default kind, NaN sorted last
-    start = round(n * _percent(low) / 100)
-    stop = round(n * _percent(high) / 100) - 1
+    # Python slice semantics, as CAST's slice: hi = 0 gives stop -1, i.e. all but the last
+    start, stop, _ = slice(round(n * lo_pct / 100), round(n * hi_pct / 100) - 1).indices(n)
     mask = np.zeros(n, bool)
-    mask[ranked[start:stop]] = True
+    if stop <= start:
+        return mask
+    kth = sorted({k for k in (start - 1, start, stop - 1, stop) if 0 <= k < n})
+    part = np.partition(v, kth)
+    first, last = part[start], part[stop - 1]
+    tie_cut = ((start > 0 and not part[start - 1] < first)
+               or (stop < n and not (last < part[stop] or np.isnan(part[stop]))))
+    if not tie_cut and not np.isnan(last):
+        mask[:] = (v >= first) & (v <= last)
+        return mask
+    mask[np.argsort(v)[start:stop]] = True     # CAST: default kind, NaN sorted last
     return mask
 
 
@@ -196,6 +233,9 @@ def filter_mask(values: np.ndarray, pool: np.ndarray, f: AttributeFilter) -> np.
         v = np.asarray(values, dtype=np.float64)
         return pool & (v == float(f.value))
     v = np.asarray(values, dtype=np.float64)
+    if f.mode == "abs":                      # CAST's abs: strict bounds
+        with np.errstate(invalid="ignore"):
+            return pool & (v > f.low) & (v < f.high)
     if f.mode == "rank":
         if f.rank_method == "cast":
             return pool & cast_rank_mask(v, f.low, f.high)

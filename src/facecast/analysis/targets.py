@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from facecast.analysis.correlations import correlation_outputs
-from facecast.datasets.targets import name_regex
+from facecast.datasets.targets import arrays_only, cast_array_inputs, name_regex
 
 
 def embed_models(config: Mapping[str, Any]) -> list[str]:
@@ -74,15 +74,41 @@ def is_bin_dataset(config: Mapping[str, Any], ds: str) -> bool:
     return (config.get("datasets", {}) or {}).get(ds, {}).get("kind") == "insightface_bin"
 
 
+def bench_mode(config: Mapping[str, Any], bench: str) -> str:
+    """The mining mode of benchmark ``bench`` (its own ``mining.mode``, else the global)."""
+    own = ((config.get("benchmarks", {}) or {}).get(bench, {}) or {}).get("mining", {}) or {}
+    return str(own.get("mode") or (config.get("mining", {}) or {}).get("mode", "band"))
+
+
+def mine_inputs(config: Mapping[str, Any], ds: str, bench: str, embed_index: str
+                ) -> dict[str, str]:
+    """Inputs of rule ``mine_pairs``: subset and manifest, plus the reference model's
+    embed index unless the benchmark draws CAST random pairs (no embeddings needed)."""
+    out = {"subset": f"results/{ds}/benchmarks/{bench}/subset.parquet",
+           "manifest": f"results/{ds}/manifest.parquet"}
+    if bench_mode(config, bench) != "cast_random":
+        out["embeddings"] = embed_index.format(ds=ds, model=reference_model(config))
+    return out
+
+
+def array_subset_inputs(config: Mapping[str, Any], ds: str) -> dict[str, str]:
+    """Inputs of rule ``cast_benchmark_subset``: the manifest (row statuses, exclusions) and
+    CAST's arrays."""
+    return {"manifest": f"results/{ds}/manifest.parquet", **cast_array_inputs(config, ds)}
+
+
 def analysis_targets(config: Mapping[str, Any], ds: str) -> list[str]:
     """Default analysis outputs of dataset ``ds`` (no mined benchmarks for an
-    ``insightface_bin`` dataset: its identities are placeholders from the pair labels)."""
+    ``insightface_bin`` dataset: its identities are placeholders from the pair labels; a
+    ``cast_arrays`` dataset has no embeddings, so only its ``cast_random`` benchmarks get
+    pairs)."""
     out = correlation_files(config, ds)
     if is_bin_dataset(config, ds):
         return out
     for bench in benchmark_names(config):
         out.append(f"results/{ds}/benchmarks/{bench}/description.txt")
-        if reference_model(config):
+        mode = bench_mode(config, bench)
+        if mode == "cast_random" or (reference_model(config) and not arrays_only(config, ds)):
             out.append(f"results/{ds}/benchmarks/{bench}/pairs.parquet")
             out.append(f"results/{ds}/benchmarks/{bench}/pair_stats.html")  # report table
     return out

@@ -53,6 +53,9 @@ def read_raw_rows(spec: dict[str, Any], root: Path) -> pd.DataFrame:
         if "path" not in spec:
             raise DatasetError("dataset kind 'insightface_bin' needs 'path' (the .bin file)")
         return read_insightface_bin(spec["path"], layout=spec.get("layout") or "pairs")
+    if kind == "cast_arrays":
+        raise DatasetError("dataset kind 'cast_arrays' is read by "
+                           "facecast.datasets.cast_manifest, not as raw rows")
     if kind == "synthetic":
         truth = root / "truth.parquet"
         if not truth.is_file():
@@ -77,6 +80,11 @@ def build_manifest(spec: dict[str, Any], dataset_dir: str | os.PathLike,
     """Read dataset ``spec``, finalize and write the sharded manifest; return it."""
     from facecast.datasets.sources import CONTAINER_KINDS, container_spec
 
+    if spec["kind"] == "cast_arrays":  # straight from the mapped arrays, no row objects
+        from facecast.datasets.cast_manifest import build_cast_manifest
+
+        build_cast_manifest(spec, out_path, provenance=provenance)
+        return pd.read_parquet(out_path, columns=["status"])
     root = dataset_root(spec, dataset_dir)
     raw = read_raw_rows(spec, root)
     shard_size = int(spec.get("shard_size", 10_000))
