@@ -85,7 +85,7 @@ rule cast_benchmark_subset:
     wildcard_constraints:
         bench=analysis_targets.benchmark_regex(config),
         ds=name_regex(ARRAY_DATASETS),
-    threads: 2
+    threads: 1
     log:
         "results/{ds}/logs/analysis/subset_{bench}.log",
     benchmark:

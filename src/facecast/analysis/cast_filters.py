@@ -44,7 +44,7 @@ from facecast.analysis.filtering import (
     describe_filters,
     filter_mask,
 )
-from facecast.datasets.cast_arrays import CastArrays, identities
+from facecast.datasets.cast_arrays import CastArrays, path_arrays
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet
 
@@ -154,23 +154,29 @@ def select_from_arrays(arrays: CastArrays, attributes_path: str | os.PathLike,
     return mask, report
 
 
-def write_array_subset(arrays: CastArrays, mask: np.ndarray,
+def write_array_subset(arrays: CastArrays, attributes_path: str | os.PathLike, mask: np.ndarray,
                        filters: Sequence[AttributeFilter], report: dict[str, Any],
                        subset_path: str | os.PathLike, description_path: str | os.PathLike, *,
                        provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``subset.parquet`` (``image_id`` = path, ``identity``, ``split``, ``row``, each
     filtered attribute) and ``description.txt`` of the selected rows; return ``report``."""
     rows = np.flatnonzero(mask)
-    paths = np.asarray(arrays.paths[rows]) if len(rows) else np.array([], dtype="U1")
-    if paths.dtype.kind == "S":
-        paths = np.char.decode(paths, "utf-8")
-    ident = pa.array(identities(paths), type=pa.string())
-    table = {"image_id": pa.array(paths, type=pa.string()), "identity": ident,
-             "split": pa.array(["all"] * len(rows), type=pa.string()),
+    image_id, ident = [], []
+    for lo in range(0, len(rows), READ_ROWS):           # block by block: no N-long copies
+        block = np.asarray(arrays.paths[rows[lo:lo + READ_ROWS]])
+        if block.dtype.kind == "S":
+            block = np.char.decode(block, "utf-8")
+        ids, folders = path_arrays(block)
+        image_id.append(ids)
+        ident.append(folders)
+    table = {"image_id": pa.chunked_array(image_id, type=pa.string()),
+             "identity": pa.chunked_array(ident, type=pa.string()),
+             "split": pa.DictionaryArray.from_arrays(np.zeros(len(rows), np.int8), ["all"]),
              "row": pa.array(rows.astype(np.int64))}
     for a in dict.fromkeys(f.attribute for f in filters):
-        table[a] = pa.array(np.asarray(arrays.column(a)[rows], dtype=np.float64))
-    report["n_identities"] = int(len(pc.unique(ident))) if len(rows) else 0
+        table[a] = pa.array(read_column(attributes_path, arrays.columns.index(a))[rows]
+                            .astype(np.float64))
+    report["n_identities"] = int(len(pc.unique(table["identity"]))) if len(rows) else 0
     prov = dict(provenance or {})
     prov.update({"stage": "benchmark_subset", "source": "cast_arrays",
                  "filters": [{k: v for k, v in vars(f).items()} for f in filters]})
@@ -219,5 +225,5 @@ def build_array_subset(spec: Mapping[str, Any], manifest_path: str | os.PathLike
     pool = array_pool(manifest_path, statuses)
     mask, report = select_from_arrays(arrays, Path(str(spec["attributes"])), filters, pool,
                                       workers=workers)
-    return write_array_subset(arrays, mask, filters, report, subset_path, description_path,
-                              provenance=provenance)
+    return write_array_subset(arrays, Path(str(spec["attributes"])), mask, filters, report,
+                              subset_path, description_path, provenance=provenance)

@@ -170,16 +170,44 @@ def _as_str(paths: np.ndarray) -> np.ndarray:
     return paths if paths.dtype.kind == "U" else np.char.decode(paths, "utf-8")
 
 
-def identities(paths: np.ndarray) -> np.ndarray:
-    """The folder of each path (``os.path.dirname``, as CAST's ``make_id_array``)."""
+def _strings(codes: np.ndarray, lengths: np.ndarray) -> Any:
+    """A pyarrow string array of the first ``lengths[i]`` ASCII codes of each row."""
+    import pyarrow as pa
+
+    n, w = codes.shape
+    keep = np.arange(w)[None, :] < lengths[:, None]
+    data = codes[keep].astype(np.uint8)
+    offsets = np.zeros(n + 1, np.int32 if data.size < 2**31 else np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    kind = pa.string() if offsets.dtype == np.int32 else pa.large_string()
+    return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def path_arrays(paths: np.ndarray) -> tuple[Any, Any]:
+    """``(paths, identities)`` of a block of fixed-width paths as pyarrow string arrays; the
+    identity is the folder (``os.path.dirname``, as CAST's ``make_id_array``; '' for a
+    path without one). ASCII paths are converted without a Python object per row."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    arr = pa.array(_as_str(np.asarray(paths)))
+    p = np.ascontiguousarray(_as_str(np.asarray(paths)))
+    width = p.dtype.itemsize // 4
+    codes = p.view(np.uint32).reshape(len(p), width) if width else np.zeros((len(p), 0),
+                                                                            np.uint32)
+    if len(p) and width and int(codes.max()) < 128:
+        nz = codes != 0                        # numpy pads with NUL at the end only
+        lengths = np.where(nz.any(axis=1), width - np.argmax(nz[:, ::-1], axis=1), 0)
+        slash = codes == ord("/")
+        last = np.where(slash.any(axis=1), width - 1 - np.argmax(slash[:, ::-1], axis=1), 0)
+        return _strings(codes, lengths), _strings(codes, last)
+    arr = pa.array(p, type=pa.string())
     folder = pc.replace_substring_regex(arr, r"/[^/]*$", "")
-    has_dir = pc.match_substring(arr, "/")
-    return np.asarray(pc.if_else(has_dir, folder, "").to_numpy(zero_copy_only=False),
-                      dtype=object)
+    return arr, pc.if_else(pc.match_substring(arr, "/"), folder, "")
+
+
+def identities(paths: np.ndarray) -> Any:
+    """The folder of each path as a pyarrow string array (:func:`path_arrays`)."""
+    return path_arrays(paths)[1]
 
 
 def _path_hash(paths: np.ndarray) -> np.ndarray:

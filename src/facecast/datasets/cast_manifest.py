@@ -81,7 +81,7 @@ def write_cast_manifest(arrays: CastArrays, out_path: str | os.PathLike, *, shar
     ident_blocks, ok_blocks = [], []
     for s in range(n_shards):
         lo, hi = s * shard_size, min(n, (s + 1) * shard_size)
-        ident_blocks.append(pa.array(identities(arrays.paths[lo:hi]), type=pa.string()))
+        ident_blocks.append(identities(arrays.paths[lo:hi]))
         ok_blocks.append(code[lo:hi] == OK)
     singles = _single_identities(ident_blocks, ok_blocks)
     counts = {STATUSES[c]: int(k) for c, k in zip(*np.unique(code, return_counts=True),

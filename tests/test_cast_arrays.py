@@ -1,0 +1,265 @@
+"""CAST's precomputed attribute arrays (kind cast_arrays), CAST's filter tuples and CAST's
+random verification lists (issue 23). Arrays are built in each test (tests/data holds none).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from conftest import REPO, run_snakemake
+
+from facecast.analysis.cast_filters import (
+    build_array_subset,
+    parse_cast_filters,
+    select_from_arrays,
+)
+from facecast.analysis.cast_random import cast_random_pairs, identity_runs
+from facecast.analysis.filtering import FilterError, cast_rank_select, describe_filters
+from facecast.analysis.mining_config import MiningConfig
+from facecast.attributes.cast_arrays import write_cast_attributes
+from facecast.config.check import ConfigError, check_config
+from facecast.config.prepare import resolve_config
+from facecast.datasets.cast_arrays import array_errors, open_cast_arrays
+from facecast.datasets.cast_manifest import build_cast_manifest
+from facecast.datasets.manifest import DatasetError, read_shard_ids
+from facecast.io.parquet_io import read_metadata
+
+SCHEMA = str(REPO / "workflow" / "schemas" / "config.schema.yaml")
+COLUMNS = ["Heavy_Makeup", "vitor_gender", "age"]
+
+
+def make_arrays(d: Path, n_ids: int = 40, per: int = 5, seed: int = 0,
+                paths: list[str] | None = None) -> dict[str, str]:
+    """CAST-format arrays in ``d``: attributes, paths, columns.csv and an exclusion mask."""
+    rng = np.random.default_rng(seed)
+    if paths is None:
+        paths = [f"0_0_{i:07d}/{k}.jpg" for i in range(n_ids) for k in range(per)]
+    n = len(paths)
+    attrs = np.c_[rng.integers(0, 5, n) / 4, rng.integers(0, 2, n),
+                  rng.normal(40, 10, n)].astype(np.float32)
+    d.mkdir(parents=True, exist_ok=True)
+    np.save(d / "attrArr.npy", attrs)
+    np.save(d / "paths.npy", np.array(paths))
+    mask = np.zeros(n, bool)
+    mask[: n // 5] = True
+    np.save(d / "mask.npy", mask)
+    (d / "columns.csv").write_text(",".join(COLUMNS) + "\n")
+    return {"kind": "cast_arrays", "attributes": str(d / "attrArr.npy"),
+            "paths": str(d / "paths.npy"), "columns": str(d / "columns.csv"),
+            "exclude_mask": str(d / "mask.npy"), "shard_size": 64}
+
+
+# --------------------------------------------------------------------------- ingest
+
+
+def test_manifest_and_attributes_come_straight_from_the_arrays(tmp_path):
+    paths = [f"id{i}/{k}.jpg" for i in range(6) for k in range(3)]
+    paths[4] = "/abs/1.jpg"                    # absolute
+    paths[5] = "id1/../id0/0.jpg"              # escapes with ..
+    paths[7] = "id0/1.jpg"                     # duplicate of row 1
+    paths[8] = "lonely.jpg"                    # no identity folder
+    spec = make_arrays(tmp_path / "a", paths=paths)
+    attrs = np.load(spec["attributes"])
+    attrs[10, 2] = np.nan
+    np.save(spec["attributes"], attrs)
+    spec["shard_size"] = 5
+    counts = build_cast_manifest(spec, tmp_path / "manifest.parquet")
+    m = pd.read_parquet(tmp_path / "manifest.parquet")
+    assert len(m) == 18 and m["row"].tolist() == list(range(18))
+    assert counts == {"ok": 13, "outside_root": 2, "duplicate": 1, "no_identity": 1,
+                      "nan_attribute": 1}
+    st = dict(zip(m["row"], m["status"], strict=True))
+    assert (st[4], st[5], st[7], st[8], st[10]) == ("outside_root", "outside_root",
+                                                    "duplicate", "no_identity", "nan_attribute")
+    assert "['age']" in m.loc[10, "message"] and m.loc[7, "image_id"] == "id0/1.jpg//dup1"
+    assert m["image_id"].is_unique and m.loc[0, "image_id"] == "id0/0.jpg"
+    assert m.loc[0, "identity"] == "id0" and m.loc[8, "identity"] == ""
+    assert m["exclude"].tolist() == np.load(spec["exclude_mask"]).tolist()
+    assert read_shard_ids(tmp_path / "manifest.parquet") == ["00000", "00001", "00002",
+                                                             "00003"]
+    assert '"duplicate": 1' in read_metadata(tmp_path / "manifest.parquet")[
+        "facecast.status_counts"]
+    write_cast_attributes(spec, tmp_path / "manifest.parquet", tmp_path / "attributes.parquet")
+    a = pd.read_parquet(tmp_path / "attributes.parquet")
+    assert list(a.columns) == ["image_id", "identity", "split", "exclude", "status",
+                               "message", *COLUMNS]
+    np.testing.assert_array_equal(a[COLUMNS].to_numpy(), attrs.astype(np.float64))
+    assert (a["status"] == m["status"]).all()
+    assert pq.ParquetFile(tmp_path / "attributes.parquet").num_row_groups == 4
+
+
+def test_bad_arrays_fail_before_any_job_naming_the_key(tmp_path):
+    spec = make_arrays(tmp_path / "a")
+    assert array_errors("w", spec) == []
+    (tmp_path / "a" / "columns.csv").write_text("a,b\n")
+    assert "datasets.w.columns" in array_errors("w", spec)[0]
+    assert "names 2 columns but the attribute array has 3" in array_errors("w", spec)[0]
+    (tmp_path / "a" / "columns.csv").unlink()
+    assert "never guessed" in array_errors("w", spec)[0]
+    (tmp_path / "a" / "columns.csv").write_text("\n".join(COLUMNS))   # one per row is fine
+    assert open_cast_arrays(spec).columns == COLUMNS
+    np.save(spec["paths"], np.array(["x/1.jpg"] * 7))
+    assert "has 7 rows but the attribute array" in array_errors("w", spec)[0]
+    np.save(spec["paths"], np.array([object()] * 200, dtype=object), allow_pickle=True)
+    assert "without unpickling" in array_errors("w", spec)[0]
+    make_arrays(tmp_path / "a")
+    np.save(spec["attributes"], np.array([["a"] * 3] * 200))
+    assert "must be numeric" in array_errors("w", spec)[0]
+    make_arrays(tmp_path / "a")
+    np.save(spec["exclude_mask"], np.zeros(200, np.int64))
+    assert "datasets.w.exclude_mask" in array_errors("w", spec)[0]
+    with pytest.raises(DatasetError, match="booleans"):
+        open_cast_arrays(spec)
+
+
+def test_config_check_names_the_cast_arrays_key(tmp_path):
+    spec = make_arrays(tmp_path / "a")
+    (tmp_path / "a" / "columns.csv").write_text("a,b\n")
+    cfg = {"datasets": {"web": spec}, "embed": {"models": {}},
+           "benchmarks": {"b": {"cast_filters": [["nope", "rank", 50, 101]]}}}
+    resolve_config(cfg, SCHEMA)
+    with pytest.raises(ConfigError) as exc:
+        check_config(cfg)
+    text = str(exc.value)
+    assert "datasets.web.columns:" in text
+    assert "benchmarks.b.cast_filters[0]: rank bounds are percents 0-100" in text
+
+
+# ----------------------------------------------------------------- CAST's filters
+
+
+def cast_filter_reference(attr, columns, train_set, tuples):
+    """CAST's filter.py, written out independently: exclusion first, masks multiplied."""
+    mask = ~train_set
+    for t in tuples:
+        col = attr[:, columns.index(t[0])]
+        if len(t) == 2:
+            m = col == t[1]
+        elif t[1] == "abs":
+            m = (col > t[2]) * (col < t[3])
+        else:
+            ranked = np.argsort(col)
+            m = np.zeros(len(col), bool)
+            m[ranked[round(len(col) * t[2] / 100):round(len(col) * t[3] / 100) - 1]] = True
+        mask = mask * m
+    return mask
+
+
+@pytest.mark.parametrize("tuples", [
+    [["Heavy_Makeup", "rank", 50, 100], ["vitor_gender", 0]],
+    [["age", "abs", 35, 45]],
+    [["Heavy_Makeup", "rank", 0, 20], ["age", "rank", 67, 100]],
+    [["age", "rank", 0, 0]],
+])
+def test_cast_tuples_select_what_casts_filter_py_selects(tmp_path, tuples):
+    spec = make_arrays(tmp_path / "a", n_ids=60, per=7, seed=5)
+    arrays = open_cast_arrays(spec)
+    pool = ~arrays.exclude_mask()
+    filters = parse_cast_filters(tuples, "b")
+    for workers in (1, 2):
+        mask, report = select_from_arrays(arrays, spec["attributes"], filters, pool,
+                                          workers=workers)
+        ref = cast_filter_reference(np.load(spec["attributes"]), COLUMNS,
+                                    np.load(spec["exclude_mask"]), tuples)
+        np.testing.assert_array_equal(mask, ref)
+        assert report["n_subset"] == ref.sum()
+
+
+def test_rank_slice_fast_path_equals_argsort_with_ties_and_nan():
+    rng = np.random.default_rng(11)
+    for trial in range(400):
+        n = int(rng.integers(1, 300))
+        v = (rng.integers(0, 5, n) if trial % 3 == 0 else rng.random(n)).astype(np.float32)
+        if trial % 3 == 2:
+            v[rng.random(n) < 0.3] = np.nan
+        lo = float(rng.choice([0, 10, 33, 50, 67, 80, 90]))
+        hi = float(rng.choice([lo, 0, 20, 50, 90, 100]))
+        ref = np.zeros(n, bool)
+        ref[np.argsort(v)[round(n * lo / 100):round(n * hi / 100) - 1]] = True
+        np.testing.assert_array_equal(cast_rank_select(v, lo, hi), ref)
+
+
+def test_description_and_subset_of_an_arrays_benchmark(tmp_path):
+    spec = make_arrays(tmp_path / "a")
+    build_cast_manifest(spec, tmp_path / "manifest.parquet")
+    bench = {"cast_filters": [["Heavy_Makeup", "rank", 50, 100], ["vitor_gender", 0]]}
+    report = build_array_subset(spec, tmp_path / "manifest.parquet", bench,
+                                tmp_path / "s.parquet", tmp_path / "description.txt",
+                                bench="b", statuses=["ok"])
+    text = (tmp_path / "description.txt").read_text().splitlines()
+    assert text[:2] == ["attribute: Heavy_Makeup lower_quartile: 50 upper_quartile: 100",
+                        "attribute: vitor_gender lower_quartile: 0 upper_quartile: 0"]
+    assert text[2].startswith("# facecast:") and "dropped" in text[2]
+    sub = pd.read_parquet(tmp_path / "s.parquet")
+    assert len(sub) == report["n_subset"] > 0
+    mask = np.load(spec["exclude_mask"])
+    assert not mask[sub["row"]].any()                 # excluded rows never enter
+    paths = np.load(spec["paths"])
+    assert sub["image_id"].tolist() == paths[sub["row"]].tolist()
+    assert (sub["identity"] == sub["image_id"].str.rsplit("/", n=1).str[0]).all()
+    assert describe_filters(parse_cast_filters([["age", "abs", 1, 2.5]])) == \
+        "attribute: age lower_quartile: 1 upper_quartile: 2.5\n"
+    with pytest.raises(FilterError, match="facecast"):
+        build_array_subset(spec, tmp_path / "manifest.parquet",
+                           {"filters": [{"attribute": "age", "low": 0.5, "high": 1}]},
+                           tmp_path / "t.parquet", tmp_path / "t.txt", bench="t",
+                           statuses=["ok"])
+
+
+# ------------------------------------------------------------ CAST's random lists
+
+
+def test_cast_random_pairs_follow_subset_tool_without_its_bugs():
+    ident = np.repeat([f"id{i}" for i in range(30)], [1 + i % 4 for i in range(30)])
+    ids = np.array([f"{p}/{k}.jpg" for k, p in enumerate(ident)])
+    cfg = MiningConfig(mode="cast_random", n_genuine=2, n_impostor=3, on_shortfall="write")
+    res = cast_random_pairs(ids, ident, cfg, [1, 2])
+    p = res.pairs
+    gen, imp = p[p.label == 1], p[p.label == 0]
+    row = {v: k for k, v in enumerate(ids)}
+    starts = set(identity_runs(ident).tolist())
+    for a, b in zip(gen.image_a, gen.image_b, strict=True):       # first two rows of a run
+        assert row[b] == row[a] + 1 and row[a] in starts and ident[row[a]] == ident[row[b]]
+    assert gen["identity_a"].is_unique                            # one pair per identity run
+    assert (imp.identity_a != imp.identity_b).all()
+    used = pd.concat([imp.image_a, imp.image_b])
+    assert used.is_unique                                         # no image reused
+    assert p.groupby("fold").label.agg(["sum", "size"]).eq([2, 5]).all().all()
+    assert len(p.fold.unique()) == 11 and not res.report["shortfall"]
+    again = cast_random_pairs(ids, ident, cfg, [1, 2]).pairs
+    pd.testing.assert_frame_equal(p, again)                       # seeded
+    # a subset that cannot supply the pairs stops (CAST loops forever) and says so
+    one = np.array(["a"] * 6)
+    short = cast_random_pairs(np.array([f"a/{k}" for k in range(6)]), one, cfg, [1])
+    assert short.report["shortfall"] and short.report["impostor"]["selected"] == 0
+    assert short.report["genuine"]["selected"] == 0               # one run, 11 folds
+
+
+# -------------------------------------------------------------- the workflow
+
+
+def test_workflow_runs_cast_arrays_without_faces_or_embeddings(tmp_path):
+    spec = make_arrays(tmp_path / "data", n_ids=60, per=5)
+    cfg = {"seed": 4, "datasets": {"web": spec}, "embed": {"models": {}},
+           "mining": {"mode": "cast_random", "n_genuine": 2, "n_impostor": 2},
+           "benchmarks": {"makeup": {"cast_filters": [["Heavy_Makeup", "rank", 50, 100]]},
+                          "random": {"filters": []}}}
+    work = tmp_path / "run"
+    run_snakemake(work, copy.deepcopy(cfg))
+    res = work / "results" / "web"
+    assert not (res / "faces").exists() and not (res / "embed").exists()
+    assert (res / "attributes.parquet").is_file()
+    for bench in ("makeup", "random"):
+        lines = (res / "benchmarks" / bench / "0.list").read_text().splitlines()
+        assert [ln.split()[2] for ln in lines] == ["1", "1", "0", "0"]
+    mask = np.load(spec["exclude_mask"])
+    excluded = set(np.load(spec["paths"])[mask].tolist())
+    for f in (res / "benchmarks").glob("*/*.list"):
+        assert not excluded & set(f.read_text().split())
+    plan = (work / "results" / "plan.md").read_text()
+    assert "kind cast_arrays" in plan
