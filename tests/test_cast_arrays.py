@@ -248,9 +248,14 @@ def test_workflow_runs_cast_arrays_without_faces_or_embeddings(tmp_path):
     cfg = {"seed": 4, "datasets": {"web": spec}, "embed": {"models": {}},
            "mining": {"mode": "cast_random", "n_genuine": 2, "n_impostor": 2},
            "benchmarks": {"makeup": {"cast_filters": [["Heavy_Makeup", "rank", 50, 100]]},
-                          "random": {"filters": []}}}
+                          "random": {"filters": []}},
+           "export": {"train_subsets": {"bal": {"benchmark": "random", "format": "list",
+                                                "balance_by": "vitor_gender"}}}}
     work = tmp_path / "run"
-    run_snakemake(work, copy.deepcopy(cfg))
+    targets = ["results/plan.md", "results/web/attributes.parquet",
+               "results/web/train_subsets/bal/selection.parquet",
+               *(f"results/web/benchmarks/{b}/0.list" for b in ("makeup", "random"))]
+    run_snakemake(work, copy.deepcopy(cfg), targets=targets)
     res = work / "results" / "web"
     assert not (res / "faces").exists() and not (res / "embed").exists()
     assert (res / "attributes.parquet").is_file()
@@ -261,5 +266,79 @@ def test_workflow_runs_cast_arrays_without_faces_or_embeddings(tmp_path):
     excluded = set(np.load(spec["paths"])[mask].tolist())
     for f in (res / "benchmarks").glob("*/*.list"):
         assert not excluded & set(f.read_text().split())
+    lst = (res / "train_subsets" / "bal" / "train.lst").read_text().split()
+    assert lst and not excluded & set(lst)
     plan = (work / "results" / "plan.md").read_text()
     assert "kind cast_arrays" in plan
+
+
+# -------------------------------------------------------------- training subsets
+
+
+def read_rec(rec: Path, idx: Path) -> dict[int, tuple[int, list[float], bytes]]:
+    """A minimal insightface RecordIO reader, independent of facecast's: record id ->
+    (flag, labels, image bytes). Single-part records only (what small payloads are)."""
+    import struct
+
+    out = {}
+    data = rec.read_bytes()
+    for line in idx.read_text().splitlines():
+        key, off = map(int, line.split("\t"))
+        magic, lrec = struct.unpack_from("<II", data, off)
+        assert magic == 0xCED7230A and lrec >> 29 == 0
+        payload = data[off + 8: off + 8 + (lrec & ((1 << 29) - 1))]
+        flag, label, _, _ = struct.unpack_from("<IfQQ", payload)
+        labels = list(struct.unpack_from(f"<{flag}f", payload, 24)) if flag else [label]
+        out[key] = (flag, labels, payload[24 + 4 * flag:])
+    return out
+
+
+def test_training_subset_recordio_reads_back_balanced_without_excluded_rows(tmp_path):
+    from facecast.analysis.stage import build_train_subset
+
+    spec = make_arrays(tmp_path / "a", n_ids=40, per=6, seed=2)
+    root = tmp_path / "webface"
+    paths = np.load(spec["paths"])
+    for p in paths:
+        (root / p).parent.mkdir(parents=True, exist_ok=True)
+        (root / p).write_bytes(b"\xff\xd8jpeg:" + p.encode() + bytes(range(7)))
+    spec["root"] = str(root)
+    attrs = np.load(spec["attributes"])
+    attrs[:, 1] = np.repeat(np.arange(40) % 3 == 0, 6)        # gender per identity, 1 in 3
+    attrs[3, 1] = 1 - attrs[3, 1]                             # one noisy image
+    np.save(spec["attributes"], attrs)
+    build_cast_manifest(spec, tmp_path / "manifest.parquet")
+    build_array_subset(spec, tmp_path / "manifest.parquet", {"filters": []},
+                       tmp_path / "s.parquet", tmp_path / "d.txt", bench="random",
+                       statuses=["ok"])
+    cfg = {"benchmark": "random", "format": "recordio", "balance_by": "vitor_gender",
+           "per_class": "equal", "min_images_per_identity": 3, "max_images_per_identity": 4}
+    out = tmp_path / "ts"
+    report = build_train_subset(tmp_path / "s.parquet", tmp_path / "manifest.parquet", None,
+                                spec, cfg, out, name="bal", dataset_dir=tmp_path, seed=9)
+    recs = read_rec(out / "train.rec", out / "train.idx")
+    flag, (a, b), _ = recs[0]
+    assert flag == 2 and int(a) - 1 == report["n_images"]
+    images = {k: recs[k] for k in range(1, int(a))}
+    labels = np.array([int(v[1][0]) for v in images.values()])
+    n_classes = int(b - a)
+    assert n_classes == report["n_identities"] == labels.max() + 1
+    assert (np.diff(labels) >= 0).all()                        # grouped by label
+    for c in range(n_classes):                                 # identity records
+        lo, hi = recs[int(a) + c][1]
+        assert (labels[int(lo) - 1:int(hi) - 1] == c).all()
+    sel = pd.read_parquet(out / "selection.parquet")
+    excluded = set(paths[np.load(spec["exclude_mask"])].tolist())
+    assert not excluded & set(sel["path"])
+    for k, (_, lab, img) in images.items():                    # bytes copied unchanged
+        row = sel.iloc[k - 1]
+        assert int(lab[0]) == row["label"] and img == (root / row["path"]).read_bytes()
+    per_class = sel.groupby("class").size()
+    assert len(per_class) == 2 and per_class.nunique() == 1 and not report["shortfall"]
+    assert sel.groupby("identity").size().between(3, 4).all()
+    assert (out / "property").read_text() == f"{n_classes},112,112\n"
+    cfg_list = {**cfg, "format": "list"}
+    build_train_subset(tmp_path / "s.parquet", tmp_path / "manifest.parquet", None, spec,
+                       cfg_list, tmp_path / "tl", name="bal", dataset_dir=tmp_path, seed=9)
+    lst = (tmp_path / "tl" / "train.lst").read_text().splitlines()
+    assert [ln.split("\t")[2] for ln in lst] == sel["path"].tolist()   # same seed, same set

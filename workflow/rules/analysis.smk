@@ -142,5 +142,78 @@ rule mine_pairs:
         "../../scripts/analysis_mine.py"
 
 
+# Training subsets of a benchmark's pool (export.train_subsets), one rule per format;
+# logic: facecast.analysis.train_subsets.
+
+rule train_subset_recordio:
+    input:
+        unpack(lambda wc: analysis_targets.train_subset_inputs(config, wc.ds, wc.name)),
+    output:
+        rec="results/{ds}/train_subsets/{name}/train.rec",
+        idx="results/{ds}/train_subsets/{name}/train.idx",
+        prop="results/{ds}/train_subsets/{name}/property",
+        selection="results/{ds}/train_subsets/{name}/selection.parquet",
+        report="results/{ds}/train_subsets/{name}/report.json",
+    params:
+        cfg=lambda wc: analysis_targets.train_subsets(config)[wc.name],
+        seed=config["seed"],
+    wildcard_constraints:
+        name=analysis_targets.train_subset_regex(config, "recordio"),
+    log:
+        "results/{ds}/logs/analysis/train_subset_{name}.log",
+    benchmark:
+        "results/{ds}/runtime/analysis/train_subset_{name}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/train_subset.py"
+
+
+rule train_subset_list:
+    input:
+        unpack(lambda wc: analysis_targets.train_subset_inputs(config, wc.ds, wc.name)),
+    output:
+        lst="results/{ds}/train_subsets/{name}/train.lst",
+        selection="results/{ds}/train_subsets/{name}/selection.parquet",
+        report="results/{ds}/train_subsets/{name}/report.json",
+    params:
+        cfg=lambda wc: analysis_targets.train_subsets(config)[wc.name],
+        seed=config["seed"],
+    wildcard_constraints:
+        name=analysis_targets.train_subset_regex(config, "list"),
+    log:
+        "results/{ds}/logs/analysis/train_subset_{name}.log",
+    benchmark:
+        "results/{ds}/runtime/analysis/train_subset_{name}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/train_subset.py"
+
+
+rule train_subset_folder:
+    input:
+        unpack(lambda wc: analysis_targets.train_subset_inputs(config, wc.ds, wc.name)),
+    output:
+        images=directory("results/{ds}/train_subsets/{name}/images"),
+        selection="results/{ds}/train_subsets/{name}/selection.parquet",
+        report="results/{ds}/train_subsets/{name}/report.json",
+    params:
+        cfg=lambda wc: analysis_targets.train_subsets(config)[wc.name],
+        seed=config["seed"],
+    wildcard_constraints:
+        name=analysis_targets.train_subset_regex(config, "folder"),
+    log:
+        "results/{ds}/logs/analysis/train_subset_{name}.log",
+    benchmark:
+        "results/{ds}/runtime/analysis/train_subset_{name}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/train_subset.py"
+
+
 DEFAULT_TARGETS.append(lambda ds: analysis_targets.analysis_targets(config, ds))
 ARRAY_TARGETS.append(lambda ds: analysis_targets.analysis_targets(config, ds))
+DEFAULT_TARGETS.append(lambda ds: analysis_targets.train_subset_targets(config, ds))
+ARRAY_TARGETS.append(lambda ds: analysis_targets.train_subset_targets(config, ds))

@@ -139,10 +139,36 @@ def cast_filter_errors(config: Mapping[str, Any]) -> list[str]:
 
 def config_errors(config: Mapping[str, Any]) -> list[str]:
     """The analysis stage's checks."""
-    errors: list[str] = cast_filter_errors(config)
+    errors: list[str] = cast_filter_errors(config) + train_subset_errors(config)
     models = embed_model_names(config)
     ref = str(section(config, "mining").get("reference_model") or "")
     if ref and ref not in models:
         errors.append(f"mining.reference_model: unknown embed model {ref!r}; known: "
                       f"{listing(models)}")
     return errors + range_errors(config) + check_references(config, column_references(config))
+
+
+def train_subset_errors(config: Mapping[str, Any]) -> list[str]:
+    """``export.train_subsets``: the benchmark exists, ``balance_by`` is a column of every
+    dataset, image copies need readable images (a ``cast_arrays`` dataset needs ``root``)."""
+    errors: list[str] = []
+    subsets = section(section(config, "export"), "train_subsets")
+    benches = list(section(config, "benchmarks"))
+    datasets = datasets_of(config)
+    refs = []
+    for name, cfg in subsets.items():
+        key = f"export.train_subsets.{name}"
+        cfg = cfg or {}
+        if cfg.get("benchmark") not in benches:
+            errors.append(f"{key}.benchmark: {cfg.get('benchmark')!r} is not a benchmark; "
+                          f"known: {listing(benches)}")
+        if cfg.get("balance_by"):
+            refs.append((f"{key}.balance_by", str(cfg["balance_by"]), list(datasets)))
+        if cfg.get("format", "recordio") in ("recordio", "folder"):
+            for ds, spec in datasets.items():
+                if spec.get("kind") == "cast_arrays" and not spec.get("root"):
+                    errors.append(f"{key}.format: {cfg.get('format', 'recordio')} copies the "
+                                  f"images, but cast_arrays dataset {ds} has no root "
+                                  f"(datasets.{ds}.root: the WebFace42M folder); or use "
+                                  "format: list")
+    return errors + check_references(config, refs)

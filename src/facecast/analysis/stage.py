@@ -46,7 +46,7 @@ from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 
 __all__ = ["PER_BENCHMARK_MINING_KEYS", "benchmark_mining_config", "benchmark_seed",
-           "build_array_subset", "build_benchmark_subset", "mine_benchmark", "write_correlations"]
+           "build_array_subset", "build_benchmark_subset", "build_train_subset", "mine_benchmark", "write_correlations"]
 
 log = logging.getLogger(__name__)
 
@@ -191,4 +191,63 @@ def _cast_random_benchmark(subset_path: str | os.PathLike, manifest_path: str | 
                  "reference_model": ""})
     _write_pairs(result.pairs, report, prov, manifest_path, out_dir, bench=bench, cfg=cfg)
     log.info("%s: %s", bench, report["folds_formed"])
+    return report
+
+
+def build_train_subset(subset_path: str | os.PathLike, manifest_path: str | os.PathLike,
+                       attributes_path: str | os.PathLike | None, spec: Mapping[str, Any],
+                       cfg: Mapping[str, Any], out_dir: str | os.PathLike, *, name: str,
+                       dataset_dir: str | os.PathLike, seed: int,
+                       provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Training subset ``name`` (``export.train_subsets.<name>`` = ``cfg``) of a benchmark's
+    subset -> ``out_dir`` (:mod:`facecast.analysis.train_subsets`); return the report.
+
+    ``attributes_path`` gives the ``balance_by`` column of image datasets; a
+    ``cast_arrays`` dataset reads it from its array (the subset's ``row``).
+    """
+    from facecast.analysis.cast_filters import read_column
+    from facecast.analysis.train_subsets import (
+        file_fetcher,
+        select_training_subset,
+        write_training_subset,
+    )
+    from facecast.datasets.cast_arrays import read_columns
+    from facecast.datasets.targets import dataset_root
+    from facecast.io.parquet_io import read_provenance
+
+    arrays = spec.get("kind") == "cast_arrays"
+    pool = read_parquet(subset_path, columns=["image_id", "identity"] + (["row"] if arrays
+                                                                          else []))
+    col = str(cfg.get("balance_by") or "")
+    if col and arrays:
+        j = read_columns(spec["columns"]).index(col)
+        pool[col] = read_column(spec["attributes"], j)[pool["row"].to_numpy()]
+    elif col:
+        vals = read_parquet(attributes_path, columns=["image_id", col])
+        pool[col] = pool["image_id"].map(vals.set_index("image_id")[col])
+    seq = [int(cfg.get("seed") if cfg.get("seed") is not None else seed),
+           zlib.crc32(name.encode())]
+    sel, report = select_training_subset(
+        pool, balance_by=col, per_class=cfg.get("per_class", "equal"),
+        min_images_per_identity=int(cfg.get("min_images_per_identity", 2)),
+        max_images_per_identity=int(cfg.get("max_images_per_identity", 0)), seed=seq)
+    if arrays:
+        sel["path"] = sel["image_id"]
+    else:
+        ids = sel["image_id"].tolist()
+        m = read_parquet(manifest_path, columns=["image_id", "path"],
+                         filters=[("image_id", "in", ids)] if ids else None)
+        sel["path"] = sel["image_id"].map(m.set_index("image_id")["path"])
+    fetch = None
+    if not arrays or spec.get("root"):
+        root = dataset_root(spec, dataset_dir)
+        fetch = file_fetcher(root, read_provenance(manifest_path).get("containers"))
+    report = {"name": name, "benchmark": cfg.get("benchmark"),
+              "format": cfg.get("format", "recordio"), **report}
+    prov = dict(provenance or {})
+    prov.update({"stage": "train_subset", "name": name, "seed": seq})
+    write_training_subset(sel, str(cfg.get("format", "recordio")), out_dir, fetch, report,
+                          provenance=prov)
+    log.info("training subset %s: %d images of %d identities%s", name, report["n_images"],
+             report["n_identities"], " (SHORTFALL)" if report.get("shortfall") else "")
     return report

@@ -112,3 +112,38 @@ def analysis_targets(config: Mapping[str, Any], ds: str) -> list[str]:
             out.append(f"results/{ds}/benchmarks/{bench}/pairs.parquet")
             out.append(f"results/{ds}/benchmarks/{bench}/pair_stats.html")  # report table
     return out
+
+
+#: where training subset ``<name>`` of dataset ``<ds>`` goes
+TRAIN_SUBSET_DIR = "results/{ds}/train_subsets/{name}"
+
+
+def train_subsets(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``export.train_subsets``: name -> its config block."""
+    return dict((config.get("export", {}) or {}).get("train_subsets", {}) or {})
+
+
+def train_subset_regex(config: Mapping[str, Any], fmt: str) -> str:
+    """The ``{name}`` wildcard of the rule writing format ``fmt``."""
+    return name_regex([n for n, c in train_subsets(config).items()
+                       if (c or {}).get("format", "recordio") == fmt])
+
+
+def train_subset_inputs(config: Mapping[str, Any], ds: str, name: str) -> dict[str, str]:
+    """Inputs of a training-subset job: the benchmark's subset, the manifest, and the
+    attribute table when an image dataset balances by a column."""
+    cfg = train_subsets(config)[name] or {}
+    out = {"subset": f"results/{ds}/benchmarks/{cfg['benchmark']}/subset.parquet",
+           "manifest": f"results/{ds}/manifest.parquet"}
+    if cfg.get("balance_by") and not arrays_only(config, ds):
+        out["attributes"] = f"results/{ds}/attributes.parquet"
+    return out
+
+
+def train_subset_targets(config: Mapping[str, Any], ds: str) -> list[str]:
+    """Each training subset's ``selection.parquet`` (none on an ``insightface_bin``
+    dataset, whose identities are placeholders)."""
+    if is_bin_dataset(config, ds):
+        return []
+    return [f"{TRAIN_SUBSET_DIR.format(ds=ds, name=n)}/selection.parquet"
+            for n in train_subsets(config)]
