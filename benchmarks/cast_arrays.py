@@ -141,7 +141,7 @@ def one_benchmark(args: tuple) -> tuple[str, float, int, float]:
     mask, report = select_from_arrays(arrays, spec["attributes"], filters, pool)
     d = Path(out) / "benchmarks" / name
     d.mkdir(parents=True, exist_ok=True)
-    write_array_subset(arrays, spec["attributes"], mask, filters, report,
+    write_array_subset(arrays, spec["attributes"], spec["paths"], mask, filters, report,
                        d / "subset.parquet", d / "description.txt")
     return name, time.perf_counter() - t, int(mask.sum()), peak_rss_gb()
 
@@ -229,6 +229,8 @@ def main() -> None:
     free = shutil.disk_usage(base.parent if not base.exists() else base).free
     if free < need:
         raise SystemExit(f"{free / 1e9:.1f} GB free at {base}, {need / 1e9:.1f} GB needed")
+    print(f"machine: {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f} "
+          "(timings scale with the cores other processes leave free)")
     t = time.perf_counter()
     spec = write_arrays(base / "arrays", n, columns)
     print(f"arrays: {n:,} x {len(columns)} float32 + paths in {base / 'arrays'} "
@@ -246,6 +248,7 @@ def main() -> None:
               f"ratio CAST / facecast {cast['total'] / fc['total']:.2f}x")
     dag = dag_time(spec, tuples, base / "dag")
     print(f"\nsnakemake -n, cast_arrays dataset of {n:,} rows + CC11: {dag:.1f} s")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     if not args.keep:
         shutil.rmtree(base, ignore_errors=True)
 

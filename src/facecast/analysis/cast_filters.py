@@ -44,7 +44,7 @@ from facecast.analysis.filtering import (
     describe_filters,
     filter_mask,
 )
-from facecast.datasets.cast_arrays import CastArrays, path_arrays
+from facecast.datasets.cast_arrays import CastArrays, npy_layout, path_arrays, read_rows
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet
 
@@ -85,17 +85,9 @@ def parse_cast_filters(specs: Sequence[Sequence[Any]], bench: str = ""
 def read_column(path: str | os.PathLike, j: int) -> np.ndarray:
     """Column ``j`` of a 2-D C-order ``.npy`` file, read block by block in its own dtype
     (the file is never mapped or loaded whole)."""
+    (n, k), dtype, offset = npy_layout(path)
     with open(path, "rb") as fh:
-        version = np.lib.format.read_magic(fh)
-        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                       else np.lib.format.read_array_header_2_0)
-        shape, fortran, dtype = read_header(fh)
-        if dtype.hasobject:
-            raise FilterError(f"{path}: object arrays are refused (nothing is unpickled)")
-        n, k = shape
-        if fortran:
-            fh.seek(fh.tell() + j * n * dtype.itemsize)
-            return np.fromfile(fh, dtype=dtype, count=n)
+        fh.seek(offset)
         out = np.empty(n, dtype=dtype)
         row_bytes = k * dtype.itemsize
         for lo in range(0, n, READ_ROWS):
@@ -154,7 +146,8 @@ def select_from_arrays(arrays: CastArrays, attributes_path: str | os.PathLike,
     return mask, report
 
 
-def write_array_subset(arrays: CastArrays, attributes_path: str | os.PathLike, mask: np.ndarray,
+def write_array_subset(arrays: CastArrays, attributes_path: str | os.PathLike,
+                       paths_path: str | os.PathLike, mask: np.ndarray,
                        filters: Sequence[AttributeFilter], report: dict[str, Any],
                        subset_path: str | os.PathLike, description_path: str | os.PathLike, *,
                        provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -162,8 +155,8 @@ def write_array_subset(arrays: CastArrays, attributes_path: str | os.PathLike, m
     filtered attribute) and ``description.txt`` of the selected rows; return ``report``."""
     rows = np.flatnonzero(mask)
     image_id, ident = [], []
-    for lo in range(0, len(rows), READ_ROWS):           # block by block: no N-long copies
-        block = np.asarray(arrays.paths[rows[lo:lo + READ_ROWS]])
+    # block by block with file reads: no N-long copy, no mapped page left resident
+    for block in (read_rows(paths_path, rows) if len(rows) else []):
         if block.dtype.kind == "S":
             block = np.char.decode(block, "utf-8")
         ids, folders = path_arrays(block)
@@ -225,5 +218,6 @@ def build_array_subset(spec: Mapping[str, Any], manifest_path: str | os.PathLike
     pool = array_pool(manifest_path, statuses)
     mask, report = select_from_arrays(arrays, Path(str(spec["attributes"])), filters, pool,
                                       workers=workers)
-    return write_array_subset(arrays, Path(str(spec["attributes"])), mask, filters, report,
-                              subset_path, description_path, provenance=provenance)
+    return write_array_subset(arrays, Path(str(spec["attributes"])), Path(str(spec["paths"])),
+                              mask, filters, report, subset_path, description_path,
+                              provenance=provenance)

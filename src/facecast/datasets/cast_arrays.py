@@ -295,6 +295,37 @@ def row_statuses(arrays: CastArrays) -> tuple[np.ndarray, dict[int, str]]:
     return code, messages
 
 
+def npy_layout(path: str | os.PathLike) -> tuple[tuple[int, ...], np.dtype, int]:
+    """``(shape, dtype, data offset)`` of a C-order ``.npy`` file (header only; object and
+    Fortran-order arrays are refused)."""
+    with open(path, "rb") as fh:
+        version = np.lib.format.read_magic(fh)
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        shape, fortran, dtype = read_header(fh)
+        offset = fh.tell()
+    if dtype.hasobject or fortran:
+        raise DatasetError(f"{path}: object or Fortran-order arrays are not read (nothing is "
+                           "unpickled); save a C-order numeric or fixed-width string array")
+    return tuple(shape), dtype, offset
+
+
+def read_rows(path: str | os.PathLike, rows: np.ndarray, block: int = CHUNK_ROWS
+              ) -> Iterator[np.ndarray]:
+    """The rows ``rows`` (ascending) of a ``.npy`` file, in blocks of at most ``block``
+    rows, read with plain file reads: unlike a memory map, nothing stays resident."""
+    shape, dtype, offset = npy_layout(path)
+    row_bytes = dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
+    rows = np.asarray(rows, np.int64)
+    with open(path, "rb") as fh:
+        for lo in range(0, len(rows), block):
+            want = rows[lo:lo + block]
+            first, last = int(want[0]), int(want[-1]) + 1
+            fh.seek(offset + first * row_bytes)
+            buf = np.frombuffer(fh.read((last - first) * row_bytes), dtype=dtype)
+            yield buf.reshape(last - first, *shape[1:])[want - first]
+
+
 def iter_blocks(n: int, size: int) -> Iterator[tuple[int, int]]:
     """``(lo, hi)`` row blocks of at most ``size`` rows covering ``0 .. n``."""
     for lo in range(0, n, max(1, size)):
