@@ -204,11 +204,17 @@ def test_description_and_subset_of_an_arrays_benchmark(tmp_path):
     assert (sub["identity"] == sub["image_id"].str.rsplit("/", n=1).str[0]).all()
     assert describe_filters(parse_cast_filters([["age", "abs", 1, 2.5]])) == \
         "attribute: age lower_quartile: 1 upper_quartile: 2.5\n"
-    with pytest.raises(FilterError, match="facecast"):
-        build_array_subset(spec, tmp_path / "manifest.parquet",
-                           {"filters": [{"attribute": "age", "low": 0.5, "high": 1}]},
-                           tmp_path / "t.parquet", tmp_path / "t.txt", bench="t",
-                           statuses=["ok"])
+    # facecast's own filters work on the arrays too: ranks over the pool, ties kept together
+    build_array_subset(spec, tmp_path / "manifest.parquet",
+                       {"filters": [{"attribute": "Heavy_Makeup", "low": 0.5, "high": 1}]},
+                       tmp_path / "t.parquet", tmp_path / "t.txt", bench="t", statuses=["ok"])
+    t = pd.read_parquet(tmp_path / "t.parquet")
+    vals = np.load(spec["attributes"])[:, 0][~mask]
+    assert set(t["Heavy_Makeup"]) == {v for v in set(vals.tolist())
+                                      if (vals < v).sum() + ((vals == v).sum() - 1) / 2
+                                      >= 0.5 * (len(vals) - 1)}
+    with pytest.raises(FilterError, match="percents"):
+        parse_cast_filters([["age", "rank", 0.5, 101]])
 
 
 # ------------------------------------------------------------ CAST's random lists
@@ -270,6 +276,37 @@ def test_workflow_runs_cast_arrays_without_faces_or_embeddings(tmp_path):
     assert lst and not excluded & set(lst)
     plan = (work / "results" / "plan.md").read_text()
     assert "kind cast_arrays" in plan
+    # with root and a reference model, hard pairs embed only the union of the pools: the
+    # DAG goes through checkpoint pool_manifest, never faces on the whole manifest
+    root = tmp_path / "webface"
+    root.mkdir()
+    cfg["datasets"]["web"]["root"] = str(root)
+    cfg["embed"] = {"models": {"lbp": {"backend": "lbp"}}}
+    cfg["benchmarks"]["makeup"]["mining"] = {"mode": "band"}
+    dry = run_snakemake(work, copy.deepcopy(cfg), extra=["-n"])
+    assert "pool_manifest" in dry.stdout and "faces" not in dry.stdout
+
+
+def test_pool_manifest_is_the_union_of_the_benchmark_subsets(tmp_path):
+    from facecast.datasets.cast_manifest import write_pool_manifest
+
+    spec = make_arrays(tmp_path / "a")
+    build_cast_manifest(spec, tmp_path / "manifest.parquet")
+    for name, t in (("a", [["vitor_gender", 0]]), ("b", [["Heavy_Makeup", "abs", 0.4, 1]])):
+        build_array_subset(spec, tmp_path / "manifest.parquet", {"cast_filters": t},
+                           tmp_path / f"{name}.parquet", tmp_path / f"{name}.txt", bench=name,
+                           statuses=["ok"])
+    n = write_pool_manifest(tmp_path / "manifest.parquet",
+                            [str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")],
+                            tmp_path / "pool.parquet", shard_size=30)
+    pool = pd.read_parquet(tmp_path / "pool.parquet")
+    union = set(pd.read_parquet(tmp_path / "a.parquet")["row"]) | set(
+        pd.read_parquet(tmp_path / "b.parquet")["row"])
+    assert n == len(pool) == len(union) and set(pool["row"]) == union
+    assert read_shard_ids(tmp_path / "pool.parquet") == [f"{k:05d}" for k in
+                                                         range((n + 29) // 30)]
+    full = pd.read_parquet(tmp_path / "manifest.parquet").set_index("row")
+    assert (pool.set_index("row")["image_id"] == full.loc[pool["row"], "image_id"]).all()
 
 
 # -------------------------------------------------------------- training subsets

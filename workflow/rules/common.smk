@@ -19,6 +19,9 @@ DEFAULT_TARGETS = []
 ARRAY_TARGETS = []
 ARRAY_DATASETS = datasets_targets.array_datasets(config)
 IMAGE_DATASETS = datasets_targets.array_datasets(config, want=False)
+# cast_arrays datasets with their images (root): faces and embed run on the union of their
+# benchmark pools (checkpoint pool_manifest), never on all N rows
+POOLED_DATASETS = [ds for ds in ARRAY_DATASETS if datasets_targets.pooled(config, ds)]
 
 
 # Shard indexes (facecast.io.shard_index: FACES_INDEX, EMBED_INDEX) stand for every shard of
@@ -34,7 +37,10 @@ def dataset_cfg(ds):
 
 
 def shards(ds):
-    """Shard ids of dataset `ds`, read from the manifest checkpoint's footer (no row scan)."""
+    """Shard ids of dataset `ds`, read from the manifest checkpoint's footer (no row scan);
+    a pooled cast_arrays dataset's from its pool manifest."""
+    if ds in POOLED_DATASETS:
+        return datasets_targets.shard_ids(checkpoints.pool_manifest.get(ds=ds).output.manifest)
     return datasets_targets.shard_ids(checkpoints.manifest.get(ds=ds).output.manifest)
 
 

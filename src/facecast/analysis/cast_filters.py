@@ -97,17 +97,19 @@ def read_column(path: str | os.PathLike, j: int) -> np.ndarray:
     return out
 
 
-def _one_mask(args: tuple[str, int, AttributeFilter, int]) -> tuple[np.ndarray, int]:
-    """Packed mask of one filter over all N rows (no pool yet), and its valued rows."""
-    path, j, f, n = args
+def _one_mask(args: tuple[str, int, AttributeFilter, int, np.ndarray | None]
+              ) -> tuple[np.ndarray, int]:
+    """Packed mask of one filter over all N rows, and its valued rows. ``pool`` is needed
+    (and given) only by a facecast-ranked filter, which ranks over the pool."""
+    path, j, f, n, pool = args
     v = read_column(path, j)
     n_valued = int(np.count_nonzero(~np.isnan(v))) if v.dtype.kind == "f" else n
-    if f.mode == "rank":
+    if f.mode == "rank" and (f.cast_bounds is not None or f.rank_method == "cast"):
         lo, hi = (f.cast_bounds if f.cast_bounds is not None
                   else (round(f.low * 100, 9), round(f.high * 100, 9)))
         m = cast_rank_select(v, float(lo), float(hi))
     else:
-        m = filter_mask(v, np.ones(n, bool), f)
+        m = filter_mask(v, pool if pool is not None else np.ones(n, bool), f)
     return np.packbits(m), n_valued
 
 
@@ -116,16 +118,18 @@ def select_from_arrays(arrays: CastArrays, attributes_path: str | os.PathLike,
                        workers: int = 1) -> tuple[np.ndarray, dict[str, Any]]:
     """Mask of the benchmark's rows (pool AND every filter) and the per-filter counts.
 
-    ``rank`` filters use CAST's slice whatever their ``rank_method`` (the arrays are
-    CAST's); facecast's tie-keeping ranks need the attribute table (rule
-    ``benchmark_subset`` on ``attributes.parquet``).
+    CAST tuples and ``rank_method: cast`` filters rank over all N rows (CAST's slice);
+    facecast-ranked filters over the pool's valued rows, as on an attribute table.
     """
     n = arrays.n_rows
     missing = [f.attribute for f in filters if f.attribute not in arrays.columns]
     if missing:
         raise FilterError(f"attribute column(s) {missing} not in columns.csv; available: "
                           f"{arrays.columns}")
-    jobs = [(os.fspath(attributes_path), arrays.columns.index(f.attribute), f, n)
+    pool = np.asarray(pool, bool)
+    jobs = [(os.fspath(attributes_path), arrays.columns.index(f.attribute), f, n,
+             pool if (f.mode == "rank" and f.cast_bounds is None
+                      and f.rank_method != "cast") else None)
             for f in filters]
     if workers > 1 and len(jobs) > 1:
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as ex:
@@ -137,7 +141,8 @@ def select_from_arrays(arrays: CastArrays, attributes_path: str | os.PathLike,
     for f, (packed, n_valued) in zip(filters, results, strict=True):
         m = np.unpackbits(packed, count=n).astype(bool)
         report["filters"].append({"attribute": f.attribute, "mode": f.mode,
-                                  "rank_method": "cast" if f.mode == "rank" else f.rank_method,
+                                  "rank_method": ("cast" if f.cast_bounds is not None
+                                                  and f.mode == "rank" else f.rank_method),
                                   "bounds": list(f.cast_bounds or (f.low, f.high)),
                                   "n_valued": n_valued, "n_pass_all_rows": int(m.sum()),
                                   "n_pass": int((m & pool).sum())})
@@ -208,13 +213,6 @@ def build_array_subset(spec: Mapping[str, Any], manifest_path: str | os.PathLike
     filters = (parse_filters(bench_cfg.get("filters") or [], bench,
                              bench_cfg.get("rank_method", "facecast"))
                + parse_cast_filters(bench_cfg.get("cast_filters") or [], bench))
-    facecast_ranks = [f.attribute for f in filters
-                      if f.mode == "rank" and f.cast_bounds is None
-                      and f.rank_method != "cast"]
-    if facecast_ranks:
-        raise FilterError(f"benchmark {bench!r}: rank filters on {facecast_ranks} use "
-                          "rank_method facecast, which ranks over the pool; on a cast_arrays "
-                          "dataset write them as cast_filters or set rank_method: cast")
     pool = array_pool(manifest_path, statuses)
     mask, report = select_from_arrays(arrays, Path(str(spec["attributes"])), filters, pool,
                                       workers=workers)

@@ -110,13 +110,11 @@ def column_references(config: Mapping[str, Any]) -> list[tuple[str, str, list[st
 
 def cast_filter_errors(config: Mapping[str, Any]) -> list[str]:
     """CAST tuples that are not ``[attribute, class]`` / ``[attribute, rank | abs, lo, hi]``
-    with ordered bounds (rank: percents 0-100), and facecast rank filters on
-    ``cast_arrays`` datasets (their subsets are cut from the arrays with CAST's ranks)."""
+    with ordered bounds (rank: percents 0-100)."""
     from facecast.analysis.cast_filters import parse_cast_filter
     from facecast.analysis.filtering import FilterError
 
     errors: list[str] = []
-    arrays = [ds for ds, spec in datasets_of(config).items() if spec.get("kind") == "cast_arrays"]
     for bench, bcfg in section(config, "benchmarks").items():
         bcfg = bcfg or {}
         for i, t in enumerate(bcfg.get("cast_filters") or []):
@@ -124,16 +122,6 @@ def cast_filter_errors(config: Mapping[str, Any]) -> list[str]:
                 parse_cast_filter(t, bench, i)
             except FilterError as exc:
                 errors.append(str(exc))
-        if arrays:
-            method = bcfg.get("rank_method", "facecast")
-            for i, f in enumerate(bcfg.get("filters") or []):
-                if (isinstance(f, Mapping) and f.get("mode", "rank") == "rank"
-                        and f.get("rank_method", method) != "cast"):
-                    errors.append(
-                        f"benchmarks.{bench}.filters[{i}]: a facecast-ranked filter cannot be "
-                        f"cut from the arrays of cast_arrays dataset(s) {listing(arrays)}; "
-                        "write it as a cast_filters tuple [attribute, rank, low%, high%] or "
-                        "set rank_method: cast")
     return errors
 
 

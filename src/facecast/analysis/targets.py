@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from facecast.analysis.correlations import correlation_outputs
-from facecast.datasets.targets import arrays_only, cast_array_inputs, name_regex
+from facecast.datasets.targets import arrays_only, cast_array_inputs, name_regex, pooled
 
 
 def embed_models(config: Mapping[str, Any]) -> list[str]:
@@ -100,15 +100,16 @@ def array_subset_inputs(config: Mapping[str, Any], ds: str) -> dict[str, str]:
 def analysis_targets(config: Mapping[str, Any], ds: str) -> list[str]:
     """Default analysis outputs of dataset ``ds`` (no mined benchmarks for an
     ``insightface_bin`` dataset: its identities are placeholders from the pair labels; a
-    ``cast_arrays`` dataset has no embeddings, so only its ``cast_random`` benchmarks get
-    pairs)."""
+    ``cast_arrays`` dataset without ``root`` has no embeddings, so only its
+    ``cast_random`` benchmarks get pairs; with ``root`` its pools are embedded)."""
     out = correlation_files(config, ds)
     if is_bin_dataset(config, ds):
         return out
     for bench in benchmark_names(config):
         out.append(f"results/{ds}/benchmarks/{bench}/description.txt")
         mode = bench_mode(config, bench)
-        if mode == "cast_random" or (reference_model(config) and not arrays_only(config, ds)):
+        embeddable = not arrays_only(config, ds) or pooled(config, ds)
+        if mode == "cast_random" or (reference_model(config) and embeddable):
             out.append(f"results/{ds}/benchmarks/{bench}/pairs.parquet")
             out.append(f"results/{ds}/benchmarks/{bench}/pair_stats.html")  # report table
     return out

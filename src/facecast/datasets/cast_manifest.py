@@ -133,3 +133,38 @@ def build_cast_manifest(spec: Mapping[str, Any], out_path: str | os.PathLike, *,
     log.info("cast_arrays manifest: %d rows, statuses %s, %d excluded", arrays.n_rows, counts,
              int(arrays.exclude_mask().sum()))
     return counts
+
+
+def write_pool_manifest(manifest_path: str | os.PathLike, subset_paths: list[str],
+                        out_path: str | os.PathLike, *, shard_size: int,
+                        provenance: Mapping[str, Any] | None = None) -> int:
+    """The manifest rows of a ``cast_arrays`` dataset that some benchmark's subset holds
+    (the union of the pools, by ``row``), re-sharded: what the faces and embed stages run
+    on instead of all N images (checkpoint ``pool_manifest``). Returns its row count.
+
+    Columns, ids and provenance (``containers`` none; ``dataset_root``) are the manifest's;
+    provenance ``pool_of`` names the benchmarks' subset files.
+    """
+    import pyarrow.parquet as pq
+
+    from facecast.datasets.manifest import write_manifest
+    from facecast.io.parquet_io import read_provenance
+
+    rows = np.unique(np.concatenate([pq.read_table(p, columns=["row"]).column("row")
+                                     .to_numpy() for p in subset_paths] or [np.zeros(0, int)]))
+    keep = pa.array(rows.astype(np.int64))
+    pf = pq.ParquetFile(manifest_path)
+    parts = [pf.read_row_group(g).filter(pc.is_in(pf.read_row_group(g, columns=["row"])
+                                                  .column("row"), value_set=keep))
+             for g in range(pf.num_row_groups)]
+    table = pa.concat_tables(parts) if parts else pf.schema_arrow.empty_table()
+    df = table.to_pandas()
+    df["shard"] = [shard_name(i // shard_size) for i in range(len(df))]
+    prov = dict(read_provenance(manifest_path))
+    prov.update(dict(provenance or {}))
+    prov.update({"stage": "pool_manifest", "pool_of": [str(p) for p in subset_paths]})
+    write_manifest(df, out_path, shard_size=shard_size, provenance=prov)
+    log.info("pool manifest: %d of %d rows (union of %d benchmark subsets), %d shards",
+             len(df), pf.metadata.num_rows, len(subset_paths),
+             (len(df) + shard_size - 1) // shard_size)
+    return len(df)

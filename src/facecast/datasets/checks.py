@@ -122,13 +122,22 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
 
 def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
     """Plan lines of ``cast_arrays`` datasets: what runs for them and what does not."""
-    return [f"datasets.{ds}: kind cast_arrays - manifest and attributes.parquet come from "
-            "CAST's arrays; no faces, embed or attribute-scoring job runs for it, benchmarks "
-            "are filtered from the arrays and only mining.mode cast_random benchmarks get "
-            "pairs (hard pairs and evaluation need embeddings, which this dataset has none "
-            "of); export.train_subsets are written from it"
-            for ds, spec in section(config, "datasets").items()
-            if isinstance(spec, Mapping) and spec.get("kind") == "cast_arrays"]
+    lines = []
+    for ds, spec in section(config, "datasets").items():
+        if not isinstance(spec, Mapping) or spec.get("kind") != "cast_arrays":
+            continue
+        head = (f"datasets.{ds}: kind cast_arrays - manifest and attributes.parquet come "
+                "from CAST's arrays, benchmarks are filtered from the arrays, no attribute "
+                "scorer runs; ")
+        if spec.get("root"):
+            lines.append(head + "faces and embed run only on the union of the benchmark "
+                         f"pools (results/{ds}/pool_manifest.parquet), for the hard pairs; "
+                         "evaluation and the stages after it are not run for it")
+        else:
+            lines.append(head + "no faces or embed job (no root: the images are not "
+                         "given), so only mining.mode cast_random benchmarks get pairs; set "
+                         f"datasets.{ds}.root to embed the benchmark pools")
+    return lines
 
 
 # ------------------------------------------------------------------ label columns

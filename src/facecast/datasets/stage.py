@@ -29,7 +29,7 @@ from facecast.datasets.table import read_table_manifest
 from facecast.datasets.targets import dataset_root
 from facecast.io.paths import portable_path
 
-__all__ = ["DEMO_LABEL_NOISE", "DatasetError", "build_manifest", "dataset_root",
+__all__ = ["DEMO_LABEL_NOISE", "DatasetError", "build_manifest", "build_pool_manifest", "dataset_root",
            "dataset_summary", "generate_dataset", "plot_attribute_distributions",
            "read_lfw_pairs", "read_raw_rows", "write_lfw_protocol"]
 
@@ -115,6 +115,18 @@ def build_manifest(spec: dict[str, Any], dataset_dir: str | os.PathLike,
         prov["containers"] = containers
     write_manifest(manifest, out_path, shard_size=shard_size, provenance=prov)
     return manifest
+
+
+def build_pool_manifest(spec: dict[str, Any], manifest_path: str | os.PathLike,
+                        subset_paths: list[str], out_path: str | os.PathLike, *,
+                        provenance: dict[str, Any] | None = None) -> int:
+    """The union of a ``cast_arrays`` dataset's benchmark pools as a manifest of its own
+    (checkpoint ``pool_manifest``: faces and embed run on it, not on all N rows)."""
+    from facecast.datasets.cast_manifest import write_pool_manifest
+
+    return write_pool_manifest(manifest_path, list(subset_paths), out_path,
+                               shard_size=int(spec.get("shard_size", 10_000)),
+                               provenance=provenance)
 
 
 def generate_dataset(out_dir: str | os.PathLike, *, seed: int, n_jobs: int = 1,

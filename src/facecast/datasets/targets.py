@@ -31,6 +31,30 @@ def arrays_only(config: Mapping[str, Any], ds: str) -> bool:
     return (config.get("datasets", {}) or {}).get(ds, {}).get("kind") == "cast_arrays"
 
 
+#: the union of a cast_arrays dataset's benchmark pools (checkpoint ``pool_manifest``)
+POOL_MANIFEST = "results/{ds}/pool_manifest.parquet"
+
+
+def pooled(config: Mapping[str, Any], ds: str) -> bool:
+    """Whether ``ds`` is a ``cast_arrays`` dataset with its images (``root``): its faces and
+    embeddings are computed for the union of its benchmark pools only."""
+    return arrays_only(config, ds) and bool(config["datasets"][ds].get("root"))
+
+
+def faces_manifest(config: Mapping[str, Any], ds: str) -> str:
+    """The manifest the faces and embed jobs of ``ds`` read: the pool manifest of a
+    ``cast_arrays`` dataset, else the manifest."""
+    return (POOL_MANIFEST if pooled(config, ds) else MANIFEST).format(ds=ds)
+
+
+def pool_inputs(config: Mapping[str, Any], ds: str) -> dict[str, Any]:
+    """Inputs of checkpoint ``pool_manifest``: the manifest and the subset of every
+    benchmark (their union is what the faces and embed stages see)."""
+    benches = list(config.get("benchmarks", {}) or {})
+    return {"manifest": MANIFEST.format(ds=ds),
+            "subsets": [f"results/{ds}/benchmarks/{b}/subset.parquet" for b in benches]}
+
+
 def array_datasets(config: Mapping[str, Any], want: bool = True) -> list[str]:
     """The ``cast_arrays`` datasets (``want=False``: every other dataset)."""
     return [ds for ds in (config.get("datasets", {}) or {}) if arrays_only(config, ds) == want]
