@@ -121,13 +121,16 @@ def test_config_check_names_the_cast_arrays_key(tmp_path):
     spec = make_arrays(tmp_path / "a")
     (tmp_path / "a" / "columns.csv").write_text("a,b\n")
     cfg = {"datasets": {"web": spec}, "embed": {"models": {}},
-           "benchmarks": {"b": {"cast_filters": [["nope", "rank", 50, 101]]}}}
+           "benchmarks": {"b": {"cast_filters": [["nope", "rank", 50, 101]]}},
+           "export": {"train_subsets": {"t": {"benchmark": "x"}}}}
     resolve_config(cfg, SCHEMA)
     with pytest.raises(ConfigError) as exc:
         check_config(cfg)
     text = str(exc.value)
     assert "datasets.web.columns:" in text
     assert "benchmarks.b.cast_filters[0]: rank bounds are percents 0-100" in text
+    assert "export.train_subsets.t.benchmark: 'x' is not a benchmark" in text
+    assert "export.train_subsets.t.format: recordio copies the images" in text
 
 
 # ----------------------------------------------------------------- CAST's filters

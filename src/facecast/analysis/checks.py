@@ -103,6 +103,10 @@ def column_references(config: Mapping[str, Any]) -> list[tuple[str, str, list[st
         for i, t in enumerate((bcfg or {}).get("cast_filters") or []):
             if isinstance(t, (list, tuple)) and t:
                 refs.append((f"benchmarks.{bench}.cast_filters[{i}]", str(t[0]), all_ds))
+    for name, cfg in section(section(config, "export"), "train_subsets").items():
+        if isinstance(cfg, Mapping) and cfg.get("balance_by"):
+            refs.append((f"export.train_subsets.{name}.balance_by", str(cfg["balance_by"]),
+                         all_ds))
     for i, c in enumerate(name_list(section(config, "correlations").get("columns"))):
         refs.append((f"correlations.columns[{i}]", c, all_ds))
     return refs
@@ -137,21 +141,19 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
 
 
 def train_subset_errors(config: Mapping[str, Any]) -> list[str]:
-    """``export.train_subsets``: the benchmark exists, ``balance_by`` is a column of every
-    dataset, image copies need readable images (a ``cast_arrays`` dataset needs ``root``)."""
+    """``export.train_subsets``: the benchmark exists, image copies need readable images (a
+    ``cast_arrays`` dataset needs ``root``); ``balance_by`` is checked with the other column
+    references (:func:`column_references`)."""
     errors: list[str] = []
     subsets = section(section(config, "export"), "train_subsets")
     benches = list(section(config, "benchmarks"))
     datasets = datasets_of(config)
-    refs = []
     for name, cfg in subsets.items():
         key = f"export.train_subsets.{name}"
         cfg = cfg or {}
         if cfg.get("benchmark") not in benches:
             errors.append(f"{key}.benchmark: {cfg.get('benchmark')!r} is not a benchmark; "
                           f"known: {listing(benches)}")
-        if cfg.get("balance_by"):
-            refs.append((f"{key}.balance_by", str(cfg["balance_by"]), list(datasets)))
         if cfg.get("format", "recordio") in ("recordio", "folder"):
             for ds, spec in datasets.items():
                 if spec.get("kind") == "cast_arrays" and not spec.get("root"):
@@ -159,4 +161,4 @@ def train_subset_errors(config: Mapping[str, Any]) -> list[str]:
                                   f"images, but cast_arrays dataset {ds} has no root "
                                   f"(datasets.{ds}.root: the WebFace42M folder); or use "
                                   "format: list")
-    return errors + check_references(config, refs)
+    return errors
