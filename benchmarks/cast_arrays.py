@@ -117,6 +117,12 @@ def write_arrays(out: Path, n: int, columns: list[str], seed: int = 0) -> dict[s
     return spec
 
 
+def cpu_s() -> float:
+    """CPU seconds (user + system) of this process so far."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def peak_rss_gb() -> float:
     """Peak RSS of this process and of its (waited-for) children, GB."""
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -134,7 +140,7 @@ def one_benchmark(args: tuple) -> tuple[str, float, int, float]:
     from facecast.datasets.cast_arrays import open_cast_arrays
 
     spec, name, ts, out = args
-    t = time.perf_counter()
+    t, c = time.perf_counter(), cpu_s()
     arrays = open_cast_arrays(spec)
     pool = ~arrays.exclude_mask()
     filters = parse_cast_filters(ts, name)
@@ -143,7 +149,7 @@ def one_benchmark(args: tuple) -> tuple[str, float, int, float]:
     d.mkdir(parents=True, exist_ok=True)
     write_array_subset(arrays, spec["attributes"], spec["paths"], mask, filters, report,
                        d / "subset.parquet", d / "description.txt")
-    return name, time.perf_counter() - t, int(mask.sum()), peak_rss_gb()
+    return name, time.perf_counter() - t, int(mask.sum()), peak_rss_gb(), cpu_s() - c
 
 
 def run_facecast(spec: dict, tuples: dict, out: Path, workers: int, q: mp.Queue) -> None:
@@ -154,16 +160,17 @@ def run_facecast(spec: dict, tuples: dict, out: Path, workers: int, q: mp.Queue)
     jobs.sort(key=lambda j: -len(j[2]))        # longest first, as a scheduler would like
     with mp.get_context("fork").Pool(workers) as pool:
         results = pool.map(one_benchmark, jobs, chunksize=1)
-    times = {name: (secs, size) for name, secs, size, _ in results}
+    times = {name: (secs, size, cpu) for name, secs, size, _, cpu in results}
     # peak RSS: the largest job, times the jobs that run at once (an upper bound)
-    rss = max(r for *_, r in results) * workers
+    rss_job = max(r[3] for r in results)
     q.put({"total": time.perf_counter() - t0, "times": {n: times[n] for n in tuples},
-           "rss": rss, "rss_job": max(r for *_, r in results)})
+           "rss": rss_job * workers, "rss_job": rss_job,
+           "cpu": sum(r[4] for r in results)})
 
 
 def run_cast(spec: dict, tuples: dict, q: mp.Queue) -> None:
     """CAST's filter.py way: both arrays loaded whole, one argsort per rank tuple."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_s()
     attr = np.load(spec["attributes"])
     paths = np.load(spec["paths"])
     train = np.load(spec["exclude_mask"])
@@ -180,7 +187,7 @@ def run_cast(spec: dict, tuples: dict, q: mp.Queue) -> None:
             mask = mask * m
         sizes[name] = len(paths[mask])
     q.put({"total": time.perf_counter() - t0, "load": t_load, "sizes": sizes,
-           "rss": peak_rss_gb()})
+           "rss": peak_rss_gb(), "cpu": cpu_s() - c0})
 
 
 def in_child(target, *args) -> dict:
@@ -237,15 +244,19 @@ def main() -> None:
           f"({time.perf_counter() - t:.1f} s to write or reuse)")
     fc = in_child(run_facecast, spec, tuples, base / "out", args.workers)
     print(f"\nfacecast, mapped arrays, {args.workers} one-thread jobs side by side:")
-    for name, (secs, size) in fc["times"].items():
-        print(f"  {name:20s} {secs:7.2f} s  {size:>12,} images")
-    print(f"  {'total (wall)':20s} {fc['total']:7.2f} s  peak RSS {fc['rss_job']:.2f} GB per "
-          f"job, {fc['rss']:.2f} GB for {args.workers} at once")
+    for name, (secs, size, cpu) in fc["times"].items():
+        print(f"  {name:20s} {secs:7.2f} s wall {cpu:7.2f} s CPU  {size:>12,} images")
+    print(f"  {'total':20s} {fc['total']:7.2f} s wall {fc['cpu']:7.2f} s CPU (idle "
+          f"{args.workers}-core estimate: {fc['cpu'] / args.workers:.1f} s)")
+    print(f"  peak RSS {fc['rss_job']:.2f} GB per job, {fc['rss']:.2f} GB for {args.workers} "
+          "at once (upper bound)")
     if not args.skip_cast:
         cast = in_child(run_cast, spec, tuples)
         print(f"\nCAST's filter.py way (arrays loaded whole: {cast['load']:.1f} s):")
-        print(f"  total {cast['total']:.2f} s  peak RSS {cast['rss']:.2f} GB  "
-              f"ratio CAST / facecast {cast['total'] / fc['total']:.2f}x")
+        print(f"  total {cast['total']:.2f} s wall {cast['cpu']:.2f} s CPU (one process)  "
+              f"peak RSS {cast['rss']:.2f} GB")
+        print(f"  ratio CAST / facecast: wall {cast['total'] / fc['total']:.2f}x, CPU "
+              f"{cast['cpu'] / fc['cpu']:.2f}x")
     dag = dag_time(spec, tuples, base / "dag")
     print(f"\nsnakemake -n, cast_arrays dataset of {n:,} rows + CC11: {dag:.1f} s")
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
