@@ -139,11 +139,11 @@ def one_benchmark(args: tuple) -> tuple[str, float, int, float]:
     )
     from facecast.datasets.cast_arrays import open_cast_arrays
 
-    spec, name, ts, out = args
+    spec, name, ts, out, ties = args
     t, c = time.perf_counter(), cpu_s()
     arrays = open_cast_arrays(spec)
     pool = ~arrays.exclude_mask()
-    filters = parse_cast_filters(ts, name)
+    filters = parse_cast_filters(ts, name, ties)
     mask, report = select_from_arrays(arrays, spec["attributes"], filters, pool)
     d = Path(out) / "benchmarks" / name
     d.mkdir(parents=True, exist_ok=True)
@@ -152,11 +152,12 @@ def one_benchmark(args: tuple) -> tuple[str, float, int, float]:
     return name, time.perf_counter() - t, int(mask.sum()), peak_rss_gb(), cpu_s() - c
 
 
-def run_facecast(spec: dict, tuples: dict, out: Path, workers: int, q: mp.Queue) -> None:
+def run_facecast(spec: dict, tuples: dict, out: Path, workers: int, ties: str,
+                 q: mp.Queue) -> None:
     """The eleven benchmarks as Snakemake runs them with --cores ``workers``: one-thread
     jobs side by side (a pool of ``workers`` processes)."""
     t0 = time.perf_counter()
-    jobs = [(spec, name, ts, str(out)) for name, ts in tuples.items()]
+    jobs = [(spec, name, ts, str(out), ties) for name, ts in tuples.items()]
     jobs.sort(key=lambda j: -len(j[2]))        # longest first, as a scheduler would like
     with mp.get_context("fork").Pool(workers) as pool:
         results = pool.map(one_benchmark, jobs, chunksize=1)
@@ -226,6 +227,8 @@ def main() -> None:
     ap.add_argument("--dir", default="/tmp/facecast_cast_arrays_bench")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--skip-cast", action="store_true", help="do not time CAST's way")
+    ap.add_argument("--ties", choices=["argsort", "row_order"], default="argsort",
+                    help="benchmarks.<bench>.cast_ties of the facecast run")
     ap.add_argument("--keep", action="store_true", help="keep the arrays for the next run")
     args = ap.parse_args()
     n = 42_000_000 if args.full else args.rows
@@ -242,8 +245,9 @@ def main() -> None:
     spec = write_arrays(base / "arrays", n, columns)
     print(f"arrays: {n:,} x {len(columns)} float32 + paths in {base / 'arrays'} "
           f"({time.perf_counter() - t:.1f} s to write or reuse)")
-    fc = in_child(run_facecast, spec, tuples, base / "out", args.workers)
-    print(f"\nfacecast, mapped arrays, {args.workers} one-thread jobs side by side:")
+    fc = in_child(run_facecast, spec, tuples, base / "out", args.workers, args.ties)
+    print(f"\nfacecast, mapped arrays, cast_ties {args.ties}, {args.workers} one-thread jobs "
+          "side by side:")
     for name, (secs, size, cpu) in fc["times"].items():
         print(f"  {name:20s} {secs:7.2f} s wall {cpu:7.2f} s CPU  {size:>12,} images")
     print(f"  {'total':20s} {fc['total']:7.2f} s wall {fc['cpu']:7.2f} s CPU (idle "

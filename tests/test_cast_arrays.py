@@ -175,6 +175,7 @@ def test_cast_tuples_select_what_casts_filter_py_selects(tmp_path, tuples):
 
 
 def test_rank_slice_fast_path_equals_argsort_with_ties_and_nan():
+    """Default: CAST's argsort exactly; row_order: the stable argsort, without sorting."""
     rng = np.random.default_rng(11)
     for trial in range(400):
         n = int(rng.integers(1, 300))
@@ -183,9 +184,13 @@ def test_rank_slice_fast_path_equals_argsort_with_ties_and_nan():
             v[rng.random(n) < 0.3] = np.nan
         lo = float(rng.choice([0, 10, 33, 50, 67, 80, 90]))
         hi = float(rng.choice([lo, 0, 20, 50, 90, 100]))
+        cut = slice(round(n * lo / 100), round(n * hi / 100) - 1)
         ref = np.zeros(n, bool)
-        ref[np.argsort(v)[round(n * lo / 100):round(n * hi / 100) - 1]] = True
+        ref[np.argsort(v)[cut]] = True
         np.testing.assert_array_equal(cast_rank_select(v, lo, hi), ref)
+        stable = np.zeros(n, bool)                  # cast_ties: row_order, linear time
+        stable[np.argsort(v, kind="stable")[cut]] = True
+        np.testing.assert_array_equal(cast_rank_select(v, lo, hi, "row_order"), stable)
 
 
 def test_description_and_subset_of_an_arrays_benchmark(tmp_path):
@@ -217,6 +222,15 @@ def test_description_and_subset_of_an_arrays_benchmark(tmp_path):
     assert set(t["Heavy_Makeup"]) == {v for v in set(vals.tolist())
                                       if (vals < v).sum() + ((vals == v).sum() - 1) / 2
                                       >= 0.5 * (len(vals) - 1)}
+    tied = build_array_subset(spec, tmp_path / "manifest.parquet",
+                              {**bench, "cast_ties": "row_order"}, tmp_path / "r.parquet",
+                              tmp_path / "r.txt", bench="r", statuses=["ok"])
+    col = np.sort(np.load(spec["attributes"])[:, 0])
+    start, stop = round(len(col) * 0.5), len(col) - 1
+    changed = set(sub["row"]) ^ set(pd.read_parquet(tmp_path / "r.parquet")["row"])
+    ends = {col[start], col[stop - 1]}             # rows differ only within a cut tie
+    assert all(np.load(spec["attributes"])[r, 0] in ends for r in changed)
+    assert tied["n_subset"] > 0
     with pytest.raises(FilterError, match="percents"):
         parse_cast_filters([["age", "rank", 0.5, 101]])
 

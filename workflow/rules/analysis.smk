@@ -51,6 +51,7 @@ rule benchmark_subset:
         filters=lambda wc: config["benchmarks"][wc.bench].get("filters", []),
         rank_method=lambda wc: config["benchmarks"][wc.bench].get("rank_method", "facecast"),
         cast_filters=lambda wc: config["benchmarks"][wc.bench].get("cast_filters", []),
+        cast_ties=lambda wc: config["benchmarks"][wc.bench].get("cast_ties", "argsort"),
         statuses=config["mining"].get("statuses", ["ok"]),
     wildcard_constraints:
         bench=analysis_targets.benchmark_regex(config),

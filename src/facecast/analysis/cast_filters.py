@@ -52,7 +52,8 @@ from facecast.io.parquet_io import write_parquet
 READ_ROWS = 1 << 20
 
 
-def parse_cast_filter(spec: Sequence[Any], bench: str = "", i: int = 0) -> AttributeFilter:
+def parse_cast_filter(spec: Sequence[Any], bench: str = "", i: int = 0,
+                      ties: str = "argsort") -> AttributeFilter:
     """One CAST tuple as an :class:`AttributeFilter`; errors name the benchmark and tuple."""
     where = f"benchmarks.{bench}.cast_filters[{i}]"
     if not isinstance(spec, (list, tuple)) or len(spec) not in (2, 4):
@@ -72,14 +73,14 @@ def parse_cast_filter(spec: Sequence[Any], bench: str = "", i: int = 0) -> Attri
         if not (0 <= lo <= 100 and 0 <= hi <= 100):
             raise FilterError(f"{where}: rank bounds are percents 0-100 (got {lo}, {hi})")
         return AttributeFilter(attr, "rank", low=lo / 100, high=hi / 100, rank_method="cast",
-                               cast_bounds=(lo, hi))
+                               cast_bounds=(lo, hi), ties=ties)
     return AttributeFilter(attr, "abs", low=lo, high=hi, cast_bounds=(lo, hi))
 
 
-def parse_cast_filters(specs: Sequence[Sequence[Any]], bench: str = ""
-                       ) -> list[AttributeFilter]:
-    """A benchmark's ``cast_filters`` list, in order."""
-    return [parse_cast_filter(s, bench, i) for i, s in enumerate(specs or [])]
+def parse_cast_filters(specs: Sequence[Sequence[Any]], bench: str = "",
+                       ties: str = "argsort") -> list[AttributeFilter]:
+    """A benchmark's ``cast_filters`` list, in order (``ties``: its ``cast_ties``)."""
+    return [parse_cast_filter(s, bench, i, ties) for i, s in enumerate(specs or [])]
 
 
 def read_column(path: str | os.PathLike, j: int) -> np.ndarray:
@@ -107,7 +108,7 @@ def _one_mask(args: tuple[str, int, AttributeFilter, int, np.ndarray | None]
     if f.mode == "rank" and (f.cast_bounds is not None or f.rank_method == "cast"):
         lo, hi = (f.cast_bounds if f.cast_bounds is not None
                   else (round(f.low * 100, 9), round(f.high * 100, 9)))
-        m = cast_rank_select(v, float(lo), float(hi))
+        m = cast_rank_select(v, float(lo), float(hi), f.ties)
     else:
         m = filter_mask(v, pool if pool is not None else np.ones(n, bool), f)
     return np.packbits(m), n_valued
@@ -212,7 +213,8 @@ def build_array_subset(spec: Mapping[str, Any], manifest_path: str | os.PathLike
     arrays = open_cast_arrays(spec)
     filters = (parse_filters(bench_cfg.get("filters") or [], bench,
                              bench_cfg.get("rank_method", "facecast"))
-               + parse_cast_filters(bench_cfg.get("cast_filters") or [], bench))
+               + parse_cast_filters(bench_cfg.get("cast_filters") or [], bench,
+                                    bench_cfg.get("cast_ties", "argsort")))
     pool = array_pool(manifest_path, statuses)
     mask, report = select_from_arrays(arrays, Path(str(spec["attributes"])), filters, pool,
                                       workers=workers)

@@ -111,6 +111,9 @@ class AttributeFilter:
     #: the bounds as a CAST tuple gave them (percents for ``rank``), written to
     #: ``description.txt`` as given; None for facecast's own ``filters``
     cast_bounds: tuple[Any, Any] | None = None
+    #: how a CAST slice cuts tied values at its ends: ``argsort`` (numpy's default sort, as
+    #: CAST) or ``row_order`` (stable; linear time)
+    ties: str = "argsort"
 
     @classmethod
     def from_config(cls, spec: Mapping[str, Any], bench: str = "",
@@ -187,20 +190,47 @@ def _percent(fraction: float) -> float:
     return round(float(fraction) * 100.0, 9)
 
 
-def cast_rank_mask(values: np.ndarray, low: float, high: float) -> np.ndarray:
+def cast_rank_mask(values: np.ndarray, low: float, high: float,
+                   ties: str = "argsort") -> np.ndarray:
     """CAST's positional rank selection over the whole array (see the module docstring)."""
     return cast_rank_select(np.asarray(values, dtype=np.float64), _percent(low),
-                            _percent(high))
+                            _percent(high), ties)
 
 
-def cast_rank_select(values: np.ndarray, lo_pct: float, hi_pct: float) -> np.ndarray:
+def _stable_slice(v: np.ndarray, start: int, stop: int, first: Any, last: Any) -> np.ndarray:
+    """Mask of ``np.argsort(v, kind="stable")[start:stop]`` in linear time, given the values
+    at sorted positions ``start`` and ``stop - 1`` (NaN last, tied rows in row order)."""
+    nan = np.isnan(v) if v.dtype.kind == "f" else np.zeros(len(v), bool)
+
+    def group(x: Any) -> tuple[np.ndarray, int]:    # rows equal to x, rows sorted before
+        if x != x:                                    # NaN
+            return np.flatnonzero(nan), int(len(v) - nan.sum())
+        return np.flatnonzero(v == x), int(np.count_nonzero(v < x))
+
+    mask = np.zeros(len(v), bool)
+    lo_rows, lo_before = group(first)
+    if first == last or (first != first and last != last):
+        mask[lo_rows[start - lo_before:stop - lo_before]] = True
+        return mask
+    hi_rows, hi_before = group(last)
+    mask[lo_rows[start - lo_before:]] = True
+    mask[hi_rows[:stop - hi_before]] = True
+    with np.errstate(invalid="ignore"):
+        mask |= (v > first) & ((v < last) if last == last else ~nan)
+    return mask
+
+
+def cast_rank_select(values: np.ndarray, lo_pct: float, hi_pct: float,
+                     ties: str = "argsort") -> np.ndarray:
     """Mask of ``np.argsort(values)[round(N*lo/100):round(N*hi/100)-1]`` (CAST's slice).
 
     Exactly CAST's selection, in the array's own dtype (float32 as CAST ships it: a float64
     copy can order ties differently). Fast path: when the values just inside and just
     outside both ends of the slice differ (no tie is cut) and the slice holds no NaN, the
     slice is every value between its end values, found with one ``np.partition`` (linear
-    time); otherwise the full ``np.argsort`` decides, as in CAST.
+    time); otherwise the full ``np.argsort`` decides, as in CAST. ``ties="row_order"``
+    cuts a tie in row order instead (``np.argsort(kind="stable")``), also in linear time:
+    numpy's default order of tied values is an implementation detail of its sort.
     """
     v = np.asarray(values)
     n = len(v)
@@ -217,6 +247,8 @@ def cast_rank_select(values: np.ndarray, lo_pct: float, hi_pct: float) -> np.nda
     if not tie_cut and not np.isnan(last):
         mask[:] = (v >= first) & (v <= last)
         return mask
+    if ties == "row_order":
+        return _stable_slice(v, start, stop, first, last)
     mask[np.argsort(v)[start:stop]] = True     # CAST: default kind, NaN sorted last
     return mask
 
@@ -238,7 +270,7 @@ def filter_mask(values: np.ndarray, pool: np.ndarray, f: AttributeFilter) -> np.
             return pool & (v > f.low) & (v < f.high)
     if f.mode == "rank":
         if f.rank_method == "cast":
-            return pool & cast_rank_mask(v, f.low, f.high)
+            return pool & cast_rank_mask(v, f.low, f.high, f.ties)
         ranks = np.full(v.shape, np.nan)
         ranks[pool] = percentile_ranks(v[pool])
         v = ranks

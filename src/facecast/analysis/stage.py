@@ -79,13 +79,15 @@ def build_benchmark_subset(attributes_path: str | os.PathLike,
                            subset_path: str | os.PathLike, description_path: str | os.PathLike,
                            *, bench: str, rank_method: str = "facecast",
                            cast_filters: Sequence[Sequence[Any]] = (),
+                           cast_ties: str = "argsort",
                            statuses: Sequence[str] = DEFAULT_STATUSES,
                            provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Benchmark ``bench``'s filters (its config's ``filters`` list, ranked by
     ``rank_method`` unless a filter says otherwise, then its CAST tuples ``cast_filters``,
     :mod:`facecast.analysis.cast_filters`) over the attribute table -> ``subset.parquet`` +
     ``description.txt``; return the counts (:func:`facecast.analysis.filtering.build_subset`)."""
-    parsed = parse_filters(filters, bench, rank_method) + parse_cast_filters(cast_filters, bench)
+    parsed = (parse_filters(filters, bench, rank_method)
+              + parse_cast_filters(cast_filters, bench, cast_ties))
     return build_subset(attributes_path, parsed, subset_path, description_path,
                         statuses=statuses, provenance=provenance)
 
