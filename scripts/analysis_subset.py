@@ -8,6 +8,8 @@ with script_context(snakemake) as ctx:
                                     snakemake.output.subset, snakemake.output.description,
                                     bench=ctx.wildcards["bench"],
                                     rank_method=snakemake.params.rank_method,
+                                    cast_filters=snakemake.params.cast_filters,
+                                    cast_ties=snakemake.params.cast_ties,
                                     statuses=snakemake.params.statuses,
                                     provenance=ctx.provenance)
     ctx.log.info("subset %s: %s", ctx.wildcards["bench"], report)

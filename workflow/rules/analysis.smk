@@ -50,23 +50,57 @@ rule benchmark_subset:
     params:
         filters=lambda wc: config["benchmarks"][wc.bench].get("filters", []),
         rank_method=lambda wc: config["benchmarks"][wc.bench].get("rank_method", "facecast"),
+        cast_filters=lambda wc: config["benchmarks"][wc.bench].get("cast_filters", []),
+        cast_ties=lambda wc: config["benchmarks"][wc.bench].get("cast_ties", "argsort"),
         statuses=config["mining"].get("statuses", ["ok"]),
     wildcard_constraints:
         bench=analysis_targets.benchmark_regex(config),
+        ds=name_regex(IMAGE_DATASETS),
     log:
         "results/{ds}/logs/analysis/subset_{bench}.log",
+    benchmark:
+        "results/{ds}/runtime/analysis/subset_{bench}.tsv"
     conda:
         "../../envs/cpu.yaml"
     script:
         "../../scripts/analysis_subset.py"
 
 
+# cast_arrays datasets: the same subset and description.txt, filtered on CAST's mapped
+# arrays (facecast.analysis.cast_filters), never through a 42M-row attribute table
+rule cast_benchmark_subset:
+    input:
+        unpack(lambda wc: analysis_targets.array_subset_inputs(config, wc.ds)),
+    output:
+        subset="results/{ds}/benchmarks/{bench}/subset.parquet",
+        description=report(
+            "results/{ds}/benchmarks/{bench}/description.txt",
+            caption="../report/benchmark_definition.rst",
+            category="Benchmarks",
+            subcategory="{ds}",
+            labels={"benchmark": "{bench}", "file": "definition"},
+        ),
+    params:
+        bench_cfg=lambda wc: config["benchmarks"][wc.bench],
+        statuses=config["mining"].get("statuses", ["ok"]),
+    wildcard_constraints:
+        bench=analysis_targets.benchmark_regex(config),
+        ds=name_regex(ARRAY_DATASETS),
+    threads: 1
+    log:
+        "results/{ds}/logs/analysis/subset_{bench}.log",
+    benchmark:
+        "results/{ds}/runtime/analysis/subset_{bench}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/analysis_cast_subset.py"
+
+
 rule mine_pairs:
     input:
-        subset="results/{ds}/benchmarks/{bench}/subset.parquet",
-        manifest="results/{ds}/manifest.parquet",
-        embeddings=lambda wc: EMBED_INDEX.format(
-            ds=wc.ds, model=analysis_targets.reference_model(config)
+        unpack(
+            lambda wc: analysis_targets.mine_inputs(config, wc.ds, wc.bench, EMBED_INDEX)
         ),
     output:
         pairs="results/{ds}/benchmarks/{bench}/pairs.parquet",
@@ -109,4 +143,78 @@ rule mine_pairs:
         "../../scripts/analysis_mine.py"
 
 
+# Training subsets of a benchmark's pool (export.train_subsets), one rule per format;
+# logic: facecast.analysis.train_subsets.
+
+rule train_subset_recordio:
+    input:
+        unpack(lambda wc: analysis_targets.train_subset_inputs(config, wc.ds, wc.name)),
+    output:
+        rec="results/{ds}/train_subsets/{name}/train.rec",
+        idx="results/{ds}/train_subsets/{name}/train.idx",
+        prop="results/{ds}/train_subsets/{name}/property",
+        selection="results/{ds}/train_subsets/{name}/selection.parquet",
+        report="results/{ds}/train_subsets/{name}/report.json",
+    params:
+        cfg=lambda wc: analysis_targets.train_subsets(config)[wc.name],
+        seed=config["seed"],
+    wildcard_constraints:
+        name=analysis_targets.train_subset_regex(config, "recordio"),
+    log:
+        "results/{ds}/logs/analysis/train_subset_{name}.log",
+    benchmark:
+        "results/{ds}/runtime/analysis/train_subset_{name}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/train_subset.py"
+
+
+rule train_subset_list:
+    input:
+        unpack(lambda wc: analysis_targets.train_subset_inputs(config, wc.ds, wc.name)),
+    output:
+        lst="results/{ds}/train_subsets/{name}/train.lst",
+        selection="results/{ds}/train_subsets/{name}/selection.parquet",
+        report="results/{ds}/train_subsets/{name}/report.json",
+    params:
+        cfg=lambda wc: analysis_targets.train_subsets(config)[wc.name],
+        seed=config["seed"],
+    wildcard_constraints:
+        name=analysis_targets.train_subset_regex(config, "list"),
+    log:
+        "results/{ds}/logs/analysis/train_subset_{name}.log",
+    benchmark:
+        "results/{ds}/runtime/analysis/train_subset_{name}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/train_subset.py"
+
+
+rule train_subset_folder:
+    input:
+        unpack(lambda wc: analysis_targets.train_subset_inputs(config, wc.ds, wc.name)),
+    output:
+        images=directory("results/{ds}/train_subsets/{name}/images"),
+        selection="results/{ds}/train_subsets/{name}/selection.parquet",
+        report="results/{ds}/train_subsets/{name}/report.json",
+    params:
+        cfg=lambda wc: analysis_targets.train_subsets(config)[wc.name],
+        seed=config["seed"],
+    wildcard_constraints:
+        name=analysis_targets.train_subset_regex(config, "folder"),
+    log:
+        "results/{ds}/logs/analysis/train_subset_{name}.log",
+    benchmark:
+        "results/{ds}/runtime/analysis/train_subset_{name}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/train_subset.py"
+
+
 DEFAULT_TARGETS.append(lambda ds: analysis_targets.analysis_targets(config, ds))
+ARRAY_TARGETS.append(lambda ds: analysis_targets.analysis_targets(config, ds))
+DEFAULT_TARGETS.append(lambda ds: analysis_targets.train_subset_targets(config, ds))
+ARRAY_TARGETS.append(lambda ds: analysis_targets.train_subset_targets(config, ds))

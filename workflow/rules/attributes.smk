@@ -31,6 +31,8 @@ rule attributes_score:
 
 
 rule attributes_merge:
+    wildcard_constraints:
+        ds=name_regex(IMAGE_DATASETS),
     input:
         unpack(lambda wc: attr_targets.merge_inputs(config, wc.ds, per_shard)),
     output:
@@ -71,4 +73,24 @@ rule attribute_model:
         "../../scripts/train_attributes.py"
 
 
+# cast_arrays datasets: CAST's precomputed attributes, as they are (nothing is scored)
+rule cast_attributes:
+    wildcard_constraints:
+        ds=name_regex(ARRAY_DATASETS),
+    input:
+        unpack(lambda wc: datasets_targets.cast_array_inputs(config, wc.ds)),
+        manifest="results/{ds}/manifest.parquet",
+    output:
+        "results/{ds}/attributes.parquet",
+    log:
+        "results/{ds}/logs/cast_attributes.log",
+    benchmark:
+        "results/{ds}/runtime/cast_attributes.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/cast_attributes.py"
+
+
 DEFAULT_TARGETS.append(lambda ds: attr_targets.default_targets(config, ds))
+ARRAY_TARGETS.append(lambda ds: [f"results/{ds}/attributes.parquet"])

@@ -14,6 +14,14 @@ wildcard_constraints:
 
 # Each stage file appends callables ds -> list[str] of the outputs `rule all` builds.
 DEFAULT_TARGETS = []
+# The same for cast_arrays datasets (facecast.datasets.cast_arrays): only the stages that
+# work from CAST's arrays (ingest, attributes from the arrays, benchmarks) append here.
+ARRAY_TARGETS = []
+ARRAY_DATASETS = datasets_targets.array_datasets(config)
+IMAGE_DATASETS = datasets_targets.array_datasets(config, want=False)
+# cast_arrays datasets with their images (root): faces and embed run on the union of their
+# benchmark pools (checkpoint pool_manifest), never on all N rows
+POOLED_DATASETS = [ds for ds in ARRAY_DATASETS if datasets_targets.pooled(config, ds)]
 
 
 # Shard indexes (facecast.io.shard_index: FACES_INDEX, EMBED_INDEX) stand for every shard of
@@ -29,7 +37,10 @@ def dataset_cfg(ds):
 
 
 def shards(ds):
-    """Shard ids of dataset `ds`, read from the manifest checkpoint's footer (no row scan)."""
+    """Shard ids of dataset `ds`, read from the manifest checkpoint's footer (no row scan);
+    a pooled cast_arrays dataset's from its pool manifest."""
+    if ds in POOLED_DATASETS:
+        return datasets_targets.shard_ids(checkpoints.pool_manifest.get(ds=ds).output.manifest)
     return datasets_targets.shard_ids(checkpoints.manifest.get(ds=ds).output.manifest)
 
 
@@ -40,4 +51,9 @@ def per_shard(pattern, ds, **wildcards):
 
 def all_targets(wildcards):
     """The run's plan, plus every stage's default outputs of every dataset."""
-    return ["results/plan.md"] + [t for ds in DATASETS for fn in DEFAULT_TARGETS for t in fn(ds)]
+    return ["results/plan.md"] + [
+        t
+        for ds in DATASETS
+        for fn in (ARRAY_TARGETS if ds in ARRAY_DATASETS else DEFAULT_TARGETS)
+        for t in fn(ds)
+    ]

@@ -14,7 +14,7 @@ wildcard_constraints:
 
 rule embed_fit:
     input:
-        manifest="results/{ds}/manifest.parquet",
+        manifest=lambda wc: datasets_targets.faces_manifest(config, wc.ds),
         faces=FACES_INDEX,
     output:
         fit="results/{ds}/embed/{model}/fit.npz",

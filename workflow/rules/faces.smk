@@ -5,8 +5,10 @@ import facecast.faces.targets as faces_targets
 
 
 rule faces:
+    wildcard_constraints:
+        ds=name_regex(IMAGE_DATASETS + POOLED_DATASETS),
     input:
-        manifest="results/{ds}/manifest.parquet",
+        manifest=lambda wc: datasets_targets.faces_manifest(config, wc.ds),
     output:
         faces=faces_targets.FACES_SHARD,
     params:

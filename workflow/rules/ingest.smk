@@ -34,6 +34,25 @@ checkpoint manifest:
         "../../scripts/manifest.py"
 
 
+# cast_arrays datasets with root: the union of the benchmark pools, re-sharded; the faces
+# and embed jobs of the dataset run on it (facecast.datasets.cast_manifest)
+checkpoint pool_manifest:
+    input:
+        unpack(lambda wc: datasets_targets.pool_inputs(config, wc.ds)),
+    output:
+        manifest=datasets_targets.POOL_MANIFEST,
+    wildcard_constraints:
+        ds=name_regex(POOLED_DATASETS),
+    log:
+        "results/{ds}/logs/pool_manifest.log",
+    benchmark:
+        "results/{ds}/runtime/pool_manifest.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/pool_manifest.py"
+
+
 rule lfw_protocol:
     input:
         manifest="results/{ds}/manifest.parquet",
@@ -50,3 +69,4 @@ rule lfw_protocol:
 
 
 DEFAULT_TARGETS.append(lambda ds: datasets_targets.ingest_targets(config, ds))
+ARRAY_TARGETS.append(lambda ds: datasets_targets.ingest_targets(config, ds))

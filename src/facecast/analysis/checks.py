@@ -100,17 +100,65 @@ def column_references(config: Mapping[str, Any]) -> list[tuple[str, str, list[st
             if isinstance(f, Mapping) and "attribute" in f:
                 refs.append((f"benchmarks.{bench}.filters[{i}].attribute", str(f["attribute"]),
                              all_ds))
+        for i, t in enumerate((bcfg or {}).get("cast_filters") or []):
+            if isinstance(t, (list, tuple)) and t:
+                refs.append((f"benchmarks.{bench}.cast_filters[{i}]", str(t[0]), all_ds))
+    for name, cfg in section(section(config, "export"), "train_subsets").items():
+        if isinstance(cfg, Mapping) and cfg.get("balance_by"):
+            refs.append((f"export.train_subsets.{name}.balance_by", str(cfg["balance_by"]),
+                         all_ds))
     for i, c in enumerate(name_list(section(config, "correlations").get("columns"))):
         refs.append((f"correlations.columns[{i}]", c, all_ds))
     return refs
 
 
+def cast_filter_errors(config: Mapping[str, Any]) -> list[str]:
+    """CAST tuples that are not ``[attribute, class]`` / ``[attribute, rank | abs, lo, hi]``
+    with ordered bounds (rank: percents 0-100)."""
+    from facecast.analysis.cast_filters import parse_cast_filter
+    from facecast.analysis.filtering import FilterError
+
+    errors: list[str] = []
+    for bench, bcfg in section(config, "benchmarks").items():
+        bcfg = bcfg or {}
+        for i, t in enumerate(bcfg.get("cast_filters") or []):
+            try:
+                parse_cast_filter(t, bench, i)
+            except FilterError as exc:
+                errors.append(str(exc))
+    return errors
+
+
 def config_errors(config: Mapping[str, Any]) -> list[str]:
     """The analysis stage's checks."""
-    errors: list[str] = []
+    errors: list[str] = cast_filter_errors(config) + train_subset_errors(config)
     models = embed_model_names(config)
     ref = str(section(config, "mining").get("reference_model") or "")
     if ref and ref not in models:
         errors.append(f"mining.reference_model: unknown embed model {ref!r}; known: "
                       f"{listing(models)}")
     return errors + range_errors(config) + check_references(config, column_references(config))
+
+
+def train_subset_errors(config: Mapping[str, Any]) -> list[str]:
+    """``export.train_subsets``: the benchmark exists, image copies need readable images (a
+    ``cast_arrays`` dataset needs ``root``); ``balance_by`` is checked with the other column
+    references (:func:`column_references`)."""
+    errors: list[str] = []
+    subsets = section(section(config, "export"), "train_subsets")
+    benches = list(section(config, "benchmarks"))
+    datasets = datasets_of(config)
+    for name, cfg in subsets.items():
+        key = f"export.train_subsets.{name}"
+        cfg = cfg or {}
+        if cfg.get("benchmark") not in benches:
+            errors.append(f"{key}.benchmark: {cfg.get('benchmark')!r} is not a benchmark; "
+                          f"known: {listing(benches)}")
+        if cfg.get("format", "recordio") in ("recordio", "folder"):
+            for ds, spec in datasets.items():
+                if spec.get("kind") == "cast_arrays" and not spec.get("root"):
+                    errors.append(f"{key}.format: {cfg.get('format', 'recordio')} copies the "
+                                  f"images, but cast_arrays dataset {ds} has no root "
+                                  f"(datasets.{ds}.root: the WebFace42M folder); or use "
+                                  "format: list")
+    return errors

@@ -71,6 +71,13 @@ CAST_NO_OP_DESCRIPTION = ("attribute: Eyeglasses lower_quartile: 0.0 upper_quart
                           "attribute: Eyeglasses lower_quartile: 0.0 upper_quartile: 1\n")
 
 
+#: the line a benchmark with CAST rank tuples adds after CAST's lines (CAST's slice drops
+#: the last position of every rank range, so ``[x, rank, 90, 100]`` misses the top row)
+CAST_RANK_NOTE = ("# facecast: rank tuples select argsort(column)[round(N*lo/100):"
+                  "round(N*hi/100)-1] over all N rows, as CAST's filter.py: the last "
+                  "position of each range (the top-ranked row when hi is 100) is dropped\n")
+
+
 class FilterError(ValueError):
     """A benchmark's filters are malformed or name a column the attribute table lacks."""
 
@@ -101,6 +108,12 @@ class AttributeFilter:
     high: Any = None
     value: Any = None
     rank_method: str = "facecast"
+    #: the bounds as a CAST tuple gave them (percents for ``rank``), written to
+    #: ``description.txt`` as given; None for facecast's own ``filters``
+    cast_bounds: tuple[Any, Any] | None = None
+    #: how a CAST slice cuts tied values at its ends: ``argsort`` (numpy's default sort, as
+    #: CAST) or ``row_order`` (stable; linear time)
+    ties: str = "argsort"
 
     @classmethod
     def from_config(cls, spec: Mapping[str, Any], bench: str = "",
@@ -136,6 +149,8 @@ class AttributeFilter:
         """This filter's line of CAST's ``description.txt`` (with the newline)."""
         if self.mode == "class":
             lo = hi = cast_number(self.value, zero="0")
+        elif self.cast_bounds is not None:
+            lo, hi = (cast_number(b) for b in self.cast_bounds)
         else:
             lo, hi = cast_number(self.low), cast_number(self.high)
         return f"attribute: {self.attribute} lower_quartile: {lo} upper_quartile: {hi}\n"
@@ -151,7 +166,10 @@ def describe_filters(filters: Sequence[AttributeFilter]) -> str:
     """The text of CAST's ``description.txt`` for ``filters`` (CAST's no-op for none)."""
     if not filters:
         return CAST_NO_OP_DESCRIPTION
-    return "".join(f.description_line() for f in filters)
+    text = "".join(f.description_line() for f in filters)
+    if any(f.cast_bounds is not None and f.mode == "rank" for f in filters):
+        text += CAST_RANK_NOTE
+    return text
 
 
 def percentile_ranks(values: np.ndarray) -> np.ndarray:
@@ -172,15 +190,66 @@ def _percent(fraction: float) -> float:
     return round(float(fraction) * 100.0, 9)
 
 
-def cast_rank_mask(values: np.ndarray, low: float, high: float) -> np.ndarray:
+def cast_rank_mask(values: np.ndarray, low: float, high: float,
+                   ties: str = "argsort") -> np.ndarray:
     """CAST's positional rank selection over the whole array (see the module docstring)."""
-    v = np.asarray(values, dtype=np.float64)
+    return cast_rank_select(np.asarray(values, dtype=np.float64), _percent(low),
+                            _percent(high), ties)
+
+
+def _stable_slice(v: np.ndarray, start: int, stop: int, first: Any, last: Any) -> np.ndarray:
+    """Mask of ``np.argsort(v, kind="stable")[start:stop]`` in linear time, given the values
+    at sorted positions ``start`` and ``stop - 1`` (NaN last, tied rows in row order)."""
+    nan = np.isnan(v) if v.dtype.kind == "f" else np.zeros(len(v), bool)
+
+    def group(x: Any) -> tuple[np.ndarray, int]:    # rows equal to x, rows sorted before
+        if x != x:                                    # NaN
+            return np.flatnonzero(nan), int(len(v) - nan.sum())
+        return np.flatnonzero(v == x), int(np.count_nonzero(v < x))
+
+    mask = np.zeros(len(v), bool)
+    lo_rows, lo_before = group(first)
+    if first == last or (first != first and last != last):
+        mask[lo_rows[start - lo_before:stop - lo_before]] = True
+        return mask
+    hi_rows, hi_before = group(last)
+    mask[lo_rows[start - lo_before:]] = True
+    mask[hi_rows[:stop - hi_before]] = True
+    with np.errstate(invalid="ignore"):
+        mask |= (v > first) & ((v < last) if last == last else ~nan)
+    return mask
+
+
+def cast_rank_select(values: np.ndarray, lo_pct: float, hi_pct: float,
+                     ties: str = "argsort") -> np.ndarray:
+    """Mask of ``np.argsort(values)[round(N*lo/100):round(N*hi/100)-1]`` (CAST's slice).
+
+    Exactly CAST's selection, in the array's own dtype (float32 as CAST ships it: a float64
+    copy can order ties differently). Fast path: when the values just inside and just
+    outside both ends of the slice differ (no tie is cut) and the slice holds no NaN, the
+    slice is every value between its end values, found with one ``np.partition`` (linear
+    time); otherwise the full ``np.argsort`` decides, as in CAST. ``ties="row_order"``
+    cuts a tie in row order instead (``np.argsort(kind="stable")``), also in linear time:
+    numpy's default order of tied values is an implementation detail of its sort.
+    """
+    v = np.asarray(values)
     n = len(v)
-    ranked = np.argsort(v)                     # CAST: default kind, NaN sorted last
-    start = round(n * _percent(low) / 100)
-    stop = round(n * _percent(high) / 100) - 1
+    # Python slice semantics, as CAST's slice: hi = 0 gives stop -1, i.e. all but the last
+    start, stop, _ = slice(round(n * lo_pct / 100), round(n * hi_pct / 100) - 1).indices(n)
     mask = np.zeros(n, bool)
-    mask[ranked[start:stop]] = True
+    if stop <= start:
+        return mask
+    kth = sorted({k for k in (start - 1, start, stop - 1, stop) if 0 <= k < n})
+    part = np.partition(v, kth)
+    first, last = part[start], part[stop - 1]
+    tie_cut = ((start > 0 and not part[start - 1] < first)
+               or (stop < n and not (last < part[stop] or np.isnan(part[stop]))))
+    if not tie_cut and not np.isnan(last):
+        mask[:] = (v >= first) & (v <= last)
+        return mask
+    if ties == "row_order":
+        return _stable_slice(v, start, stop, first, last)
+    mask[np.argsort(v)[start:stop]] = True     # CAST: default kind, NaN sorted last
     return mask
 
 
@@ -196,9 +265,12 @@ def filter_mask(values: np.ndarray, pool: np.ndarray, f: AttributeFilter) -> np.
         v = np.asarray(values, dtype=np.float64)
         return pool & (v == float(f.value))
     v = np.asarray(values, dtype=np.float64)
+    if f.mode == "abs":                      # CAST's abs: strict bounds
+        with np.errstate(invalid="ignore"):
+            return pool & (v > f.low) & (v < f.high)
     if f.mode == "rank":
         if f.rank_method == "cast":
-            return pool & cast_rank_mask(v, f.low, f.high)
+            return pool & cast_rank_mask(v, f.low, f.high, f.ties)
         ranks = np.full(v.shape, np.nan)
         ranks[pool] = percentile_ranks(v[pool])
         v = ranks

@@ -64,8 +64,8 @@ class MiningConfig:
 
     def check(self) -> None:
         """Raise ``ValueError`` on an unknown mode, band mode or shortfall policy, or a bad band."""
-        if self.mode not in ("band", "all"):
-            raise ValueError(f"mining mode {self.mode!r}: band | all")
+        if self.mode not in ("band", "all", "cast_random"):
+            raise ValueError(f"mining mode {self.mode!r}: band | all | cast_random")
         lo, hi = self.band
         if lo > hi:
             raise ValueError(f"mining band {self.band}: low > high")

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from facecast.analysis.cast_filters import build_array_subset, parse_cast_filters
 from facecast.analysis.correlations import write_correlations
 from facecast.analysis.exports import image_numbers, write_cast_lists, write_lfw_pairs
 from facecast.analysis.filtering import DEFAULT_STATUSES, build_subset, parse_filters
@@ -45,7 +46,7 @@ from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 
 __all__ = ["PER_BENCHMARK_MINING_KEYS", "benchmark_mining_config", "benchmark_seed",
-           "build_benchmark_subset", "mine_benchmark", "write_correlations"]
+           "build_array_subset", "build_benchmark_subset", "build_train_subset", "mine_benchmark", "write_correlations"]
 
 log = logging.getLogger(__name__)
 
@@ -77,15 +78,18 @@ def build_benchmark_subset(attributes_path: str | os.PathLike,
                            filters: Sequence[Mapping[str, Any]],
                            subset_path: str | os.PathLike, description_path: str | os.PathLike,
                            *, bench: str, rank_method: str = "facecast",
+                           cast_filters: Sequence[Sequence[Any]] = (),
+                           cast_ties: str = "argsort",
                            statuses: Sequence[str] = DEFAULT_STATUSES,
                            provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Benchmark ``bench``'s CAST filters (its config's ``filters`` list, ranked by
-    ``rank_method`` unless a filter says otherwise) over the attribute table ->
-    ``subset.parquet`` + ``description.txt``; return the counts
-    (:func:`facecast.analysis.filtering.build_subset`)."""
-    return build_subset(attributes_path, parse_filters(filters, bench, rank_method),
-                        subset_path, description_path, statuses=statuses,
-                        provenance=provenance)
+    """Benchmark ``bench``'s filters (its config's ``filters`` list, ranked by
+    ``rank_method`` unless a filter says otherwise, then its CAST tuples ``cast_filters``,
+    :mod:`facecast.analysis.cast_filters`) over the attribute table -> ``subset.parquet`` +
+    ``description.txt``; return the counts (:func:`facecast.analysis.filtering.build_subset`)."""
+    parsed = (parse_filters(filters, bench, rank_method)
+              + parse_cast_filters(cast_filters, bench, cast_ties))
+    return build_subset(attributes_path, parsed, subset_path, description_path,
+                        statuses=statuses, provenance=provenance)
 
 
 def mine_benchmark(subset_path: str | os.PathLike, embed_paths: Iterable[str | os.PathLike],
@@ -98,6 +102,9 @@ def mine_benchmark(subset_path: str | os.PathLike, embed_paths: Iterable[str | o
     from facecast.analysis.mining import mine_pairs, pool_sample
 
     out_dir = Path(out_dir)
+    if cfg.mode == "cast_random":
+        return _cast_random_benchmark(subset_path, manifest_path, out_dir, bench=bench,
+                                      cfg=cfg, seed=seed, provenance=provenance)
     subset = read_parquet(subset_path, columns=["image_id", "identity"])
     pool = pool_sample(subset["identity"], cfg.max_pool_images,
                        np.random.default_rng([*benchmark_seed(seed, bench), 1]))
@@ -130,25 +137,119 @@ def mine_benchmark(subset_path: str | os.PathLike, embed_paths: Iterable[str | o
     prov.update({"stage": "mining", "benchmark": bench, "mode": cfg.mode,
                  "band": report["band"], "shortfall": report["shortfall"], "folds": folds,
                  "reference_model": cfg.extra.get("reference_model", "")})
-    write_parquet(result.pairs, out_dir / "pairs.parquet", provenance=prov)
-    write_text(out_dir / "mining_report.json", json.dumps(report, indent=1, default=str) + "\n")
-    stats = pair_statistics(result.pairs, cfg.fold_names)
-    write_text(out_dir / "pair_stats.tsv", stats.to_csv(sep="\t", index=False,
-                                                        float_format="%.4f"))
-    plot_pair_scores(result.pairs, report["band"], out_dir / "pair_scores.png",
-                     f"{bench}: mined pairs (band dashed)")
-    # only the rows of the pairs' identities (LFW numbers count within an identity)
-    identities = sorted(set(result.pairs["identity_a"]) | set(result.pairs["identity_b"]))
-    manifest = read_parquet(manifest_path, columns=["image_id", "path", "identity"],
-                            filters=[("identity", "in", identities)] if identities else None)
-    paths = dict(zip(manifest["image_id"], manifest["path"], strict=True))
-    write_cast_lists(result.pairs, paths, out_dir, cfg.fold_names)
-    write_lfw_pairs(result.pairs, image_numbers(manifest), out_dir / "pairs.txt",
-                    [f for f in cfg.fold_names if f != "val"])
+    _write_pairs(result.pairs, report, prov, manifest_path, out_dir, bench=bench, cfg=cfg)
     if cfg.mode == "all":
         log.info("%s: %s; %.2f s", bench, describe_all(report), time.perf_counter() - t0)
     else:
         log.info("%s: %d genuine + %d impostor pairs in band %s%s, mined in %.2f s", bench,
                  report["genuine"]["selected"], report["impostor"]["selected"], report["band"],
                  " (SHORTFALL)" if report["shortfall"] else "", time.perf_counter() - t0)
+    return report
+
+
+def _write_pairs(pairs: pd.DataFrame, report: Mapping[str, Any], prov: Mapping[str, Any],
+                 manifest_path: str | os.PathLike, out_dir: Path, *, bench: str,
+                 cfg: MiningConfig) -> None:
+    """``pairs.parquet``, the report, per-fold stats and plot, CAST lists, ``pairs.txt``."""
+    write_parquet(pairs, out_dir / "pairs.parquet", provenance=prov)
+    write_text(out_dir / "mining_report.json", json.dumps(report, indent=1, default=str) + "\n")
+    stats = pair_statistics(pairs, cfg.fold_names)
+    write_text(out_dir / "pair_stats.tsv", stats.to_csv(sep="\t", index=False,
+                                                        float_format="%.4f"))
+    title = (f"{bench}: CAST random pairs (no reference scores)" if cfg.mode == "cast_random"
+             else f"{bench}: mined pairs (band dashed)")
+    plot_pair_scores(pairs, report["band"], out_dir / "pair_scores.png", title)
+    # only the rows of the pairs' identities (LFW numbers count within an identity)
+    identities = sorted(set(pairs["identity_a"]) | set(pairs["identity_b"]))
+    manifest = read_parquet(manifest_path, columns=["image_id", "path", "identity"],
+                            filters=[("identity", "in", identities)] if identities else None)
+    paths = dict(zip(manifest["image_id"], manifest["path"], strict=True))
+    write_cast_lists(pairs, paths, out_dir, cfg.fold_names)
+    write_lfw_pairs(pairs, image_numbers(manifest), out_dir / "pairs.txt",
+                    [f for f in cfg.fold_names if f != "val"])
+
+
+def _cast_random_benchmark(subset_path: str | os.PathLike, manifest_path: str | os.PathLike,
+                           out_dir: Path, *, bench: str, cfg: MiningConfig, seed: int,
+                           provenance: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``mining.mode: cast_random``: CAST's random pairs of the subset, no embeddings
+    (:mod:`facecast.analysis.cast_random`)."""
+    from facecast.analysis.cast_random import cast_random_pairs
+
+    subset = read_parquet(subset_path, columns=["image_id", "identity"])
+    result = cast_random_pairs(subset["image_id"], subset["identity"], cfg,
+                               benchmark_seed(seed, bench))
+    report = {"benchmark": bench, "n_subset": int(len(subset)), **result.report}
+    if report["shortfall"] and cfg.on_shortfall == "fail":
+        log.error("mining report:\n%s", json.dumps(report, indent=1, default=str))
+        raise MiningShortfall(
+            f"{bench}: the subset gives {report['genuine']['selected']} genuine (of "
+            f"{report['genuine']['needed']}) and {report['impostor']['selected']} impostor "
+            f"(of {report['impostor']['needed']}) CAST random pairs; lower mining.n_genuine "
+            "/ n_impostor or set on_shortfall: write", report)
+    prov = dict(provenance or {})
+    prov.update({"stage": "mining", "benchmark": bench, "mode": cfg.mode, "band": None,
+                 "shortfall": report["shortfall"], "folds": report["folds_formed"],
+                 "reference_model": ""})
+    _write_pairs(result.pairs, report, prov, manifest_path, out_dir, bench=bench, cfg=cfg)
+    log.info("%s: %s", bench, report["folds_formed"])
+    return report
+
+
+def build_train_subset(subset_path: str | os.PathLike, manifest_path: str | os.PathLike,
+                       attributes_path: str | os.PathLike | None, spec: Mapping[str, Any],
+                       cfg: Mapping[str, Any], out_dir: str | os.PathLike, *, name: str,
+                       dataset_dir: str | os.PathLike, seed: int,
+                       provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Training subset ``name`` (``export.train_subsets.<name>`` = ``cfg``) of a benchmark's
+    subset -> ``out_dir`` (:mod:`facecast.analysis.train_subsets`); return the report.
+
+    ``attributes_path`` gives the ``balance_by`` column of image datasets; a
+    ``cast_arrays`` dataset reads it from its array (the subset's ``row``).
+    """
+    from facecast.analysis.cast_filters import read_column
+    from facecast.analysis.train_subsets import (
+        file_fetcher,
+        select_training_subset,
+        write_training_subset,
+    )
+    from facecast.datasets.cast_arrays import read_columns
+    from facecast.datasets.targets import dataset_root
+    from facecast.io.parquet_io import read_provenance
+
+    arrays = spec.get("kind") == "cast_arrays"
+    pool = read_parquet(subset_path, columns=["image_id", "identity"] + (["row"] if arrays
+                                                                          else []))
+    col = str(cfg.get("balance_by") or "")
+    if col and arrays:
+        j = read_columns(spec["columns"]).index(col)
+        pool[col] = read_column(spec["attributes"], j)[pool["row"].to_numpy()]
+    elif col:
+        vals = read_parquet(attributes_path, columns=["image_id", col])
+        pool[col] = pool["image_id"].map(vals.set_index("image_id")[col])
+    seq = [int(cfg.get("seed") if cfg.get("seed") is not None else seed),
+           zlib.crc32(name.encode())]
+    sel, report = select_training_subset(
+        pool, balance_by=col, per_class=cfg.get("per_class", "equal"),
+        min_images_per_identity=int(cfg.get("min_images_per_identity", 2)),
+        max_images_per_identity=int(cfg.get("max_images_per_identity", 0)), seed=seq)
+    if arrays:
+        sel["path"] = sel["image_id"]
+    else:
+        ids = sel["image_id"].tolist()
+        m = read_parquet(manifest_path, columns=["image_id", "path"],
+                         filters=[("image_id", "in", ids)] if ids else None)
+        sel["path"] = sel["image_id"].map(m.set_index("image_id")["path"])
+    fetch = None
+    if not arrays or spec.get("root"):
+        root = dataset_root(spec, dataset_dir)
+        fetch = file_fetcher(root, read_provenance(manifest_path).get("containers"))
+    report = {"name": name, "benchmark": cfg.get("benchmark"),
+              "format": cfg.get("format", "recordio"), **report}
+    prov = dict(provenance or {})
+    prov.update({"stage": "train_subset", "name": name, "seed": seq})
+    write_training_subset(sel, str(cfg.get("format", "recordio")), out_dir, fetch, report,
+                          provenance=prov)
+    log.info("training subset %s: %d images of %d identities%s", name, report["n_images"],
+             report["n_identities"], " (SHORTFALL)" if report.get("shortfall") else "")
     return report

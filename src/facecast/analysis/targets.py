@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from facecast.analysis.correlations import correlation_outputs
-from facecast.datasets.targets import name_regex
+from facecast.datasets.targets import arrays_only, cast_array_inputs, name_regex, pooled
 
 
 def embed_models(config: Mapping[str, Any]) -> list[str]:
@@ -74,15 +74,77 @@ def is_bin_dataset(config: Mapping[str, Any], ds: str) -> bool:
     return (config.get("datasets", {}) or {}).get(ds, {}).get("kind") == "insightface_bin"
 
 
+def bench_mode(config: Mapping[str, Any], bench: str) -> str:
+    """The mining mode of benchmark ``bench`` (its own ``mining.mode``, else the global)."""
+    own = ((config.get("benchmarks", {}) or {}).get(bench, {}) or {}).get("mining", {}) or {}
+    return str(own.get("mode") or (config.get("mining", {}) or {}).get("mode", "band"))
+
+
+def mine_inputs(config: Mapping[str, Any], ds: str, bench: str, embed_index: str
+                ) -> dict[str, str]:
+    """Inputs of rule ``mine_pairs``: subset and manifest, plus the reference model's
+    embed index unless the benchmark draws CAST random pairs (no embeddings needed)."""
+    out = {"subset": f"results/{ds}/benchmarks/{bench}/subset.parquet",
+           "manifest": f"results/{ds}/manifest.parquet"}
+    if bench_mode(config, bench) != "cast_random":
+        out["embeddings"] = embed_index.format(ds=ds, model=reference_model(config))
+    return out
+
+
+def array_subset_inputs(config: Mapping[str, Any], ds: str) -> dict[str, str]:
+    """Inputs of rule ``cast_benchmark_subset``: the manifest (row statuses, exclusions) and
+    CAST's arrays."""
+    return {"manifest": f"results/{ds}/manifest.parquet", **cast_array_inputs(config, ds)}
+
+
 def analysis_targets(config: Mapping[str, Any], ds: str) -> list[str]:
     """Default analysis outputs of dataset ``ds`` (no mined benchmarks for an
-    ``insightface_bin`` dataset: its identities are placeholders from the pair labels)."""
+    ``insightface_bin`` dataset: its identities are placeholders from the pair labels; a
+    ``cast_arrays`` dataset without ``root`` has no embeddings, so only its
+    ``cast_random`` benchmarks get pairs; with ``root`` its pools are embedded)."""
     out = correlation_files(config, ds)
     if is_bin_dataset(config, ds):
         return out
     for bench in benchmark_names(config):
         out.append(f"results/{ds}/benchmarks/{bench}/description.txt")
-        if reference_model(config):
+        mode = bench_mode(config, bench)
+        embeddable = not arrays_only(config, ds) or pooled(config, ds)
+        if mode == "cast_random" or (reference_model(config) and embeddable):
             out.append(f"results/{ds}/benchmarks/{bench}/pairs.parquet")
             out.append(f"results/{ds}/benchmarks/{bench}/pair_stats.html")  # report table
     return out
+
+
+#: where training subset ``<name>`` of dataset ``<ds>`` goes
+TRAIN_SUBSET_DIR = "results/{ds}/train_subsets/{name}"
+
+
+def train_subsets(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``export.train_subsets``: name -> its config block."""
+    return dict((config.get("export", {}) or {}).get("train_subsets", {}) or {})
+
+
+def train_subset_regex(config: Mapping[str, Any], fmt: str) -> str:
+    """The ``{name}`` wildcard of the rule writing format ``fmt``."""
+    return name_regex([n for n, c in train_subsets(config).items()
+                       if (c or {}).get("format", "recordio") == fmt])
+
+
+def train_subset_inputs(config: Mapping[str, Any], ds: str, name: str) -> dict[str, str]:
+    """Inputs of a training-subset job: the benchmark's subset, the manifest, and the
+    attribute table when an image dataset balances by a column."""
+    cfg = train_subsets(config)[name] or {}
+    out = {"subset": f"results/{ds}/benchmarks/{cfg['benchmark']}/subset.parquet",
+           "manifest": f"results/{ds}/manifest.parquet"}
+    if cfg.get("balance_by") and not arrays_only(config, ds):
+        out["attributes"] = f"results/{ds}/attributes.parquet"
+    return out
+
+
+def train_subset_targets(config: Mapping[str, Any], ds: str) -> list[str]:
+    """Each training subset's ``selection.parquet`` (none on an ``insightface_bin``
+    dataset, whose identities are placeholders)."""
+    if is_bin_dataset(config, ds):
+        return []
+    return [f"{TRAIN_SUBSET_DIR.format(ds=ds, name=n)}/selection.parquet"
+            for n in train_subsets(config)]

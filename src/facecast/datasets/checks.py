@@ -5,7 +5,7 @@ columns for the column registry (:mod:`facecast.config.columns`).
 messages``, each starting with the key path at fault: dataset roots, manifests, pairs and
 exclude files exist; RecordIO / .bin containers and ``exclude_by`` are consistent;
 ``faces.detector: none`` lets images into benchmarks; ``insightface_bin`` imports name
-their dataset; a ``.bin`` dataset's ``layout`` and the protocol name its file stem gives. It is cheap (stats a few files, reads no records) and imports nothing heavy.
+their dataset; ``cast_arrays`` blocks (array headers, ``columns.csv``, the mask); a ``.bin`` dataset's ``layout`` and the protocol name its file stem gives. It is cheap (stats a few files, reads no records) and imports nothing heavy.
 
 Label columns (registered with :func:`facecast.config.columns.register_labels`): the
 synthetic generator's (with its planted ``label_noisy_*``), CelebA's annotation header, a
@@ -22,7 +22,9 @@ from typing import Any
 from facecast.config.bin_sets import bin_spec_errors
 from facecast.config.columns import register_labels
 from facecast.config.util import module_constant, need_file, section, warn
+from facecast.datasets.cast_arrays import array_errors, read_columns
 from facecast.datasets.label_noise import DEMO_LABEL_NOISE, noise_attributes
+from facecast.datasets.manifest import DatasetError
 
 #: columns a table manifest keeps as they are (facecast.datasets.table.RESERVED)
 TABLE_RESERVED = {"path", "identity", "split", "exclude", "status", "message"}
@@ -96,6 +98,8 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
                 need_file(errors, f"{key}.rec", spec["rec"], "RecordIO file")
                 idx = spec.get("idx") or str(Path(str(spec["rec"])).with_suffix(".idx"))
                 need_file(errors, f"{key}.idx", idx, "RecordIO index")
+        elif kind == "cast_arrays":
+            errors += array_errors(ds, spec)
         elif kind == "insightface_bin":
             if not spec.get("path"):
                 errors.append(f"{key}.path: dataset kind insightface_bin needs its .bin file")
@@ -132,6 +136,26 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
             errors.append(f"{key}: no dataset of kind insightface_bin has path {bin_name}; add "
                           f"one (datasets.<name>: {{kind: insightface_bin, path: ...}})")
     return errors
+
+
+def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
+    """Plan lines of ``cast_arrays`` datasets: what runs for them and what does not."""
+    lines = []
+    for ds, spec in section(config, "datasets").items():
+        if not isinstance(spec, Mapping) or spec.get("kind") != "cast_arrays":
+            continue
+        head = (f"datasets.{ds}: kind cast_arrays - manifest and attributes.parquet come "
+                "from CAST's arrays, benchmarks are filtered from the arrays, no attribute "
+                "scorer runs; ")
+        if spec.get("root"):
+            lines.append(head + "faces and embed run only on the union of the benchmark "
+                         f"pools (results/{ds}/pool_manifest.parquet), for the hard pairs; "
+                         "evaluation and the stages after it are not run for it")
+        else:
+            lines.append(head + "no faces or embed job (no root: the images are not "
+                         "given), so only mining.mode cast_random benchmarks get pairs; set "
+                         f"datasets.{ds}.root to embed the benchmark pools")
+    return lines
 
 
 # ------------------------------------------------------------------ label columns
@@ -196,6 +220,16 @@ def table_labels(ds: str, spec: Mapping[str, Any], errors: list[str]) -> set[str
         return None
     return {c if c.startswith("label_") else f"label_{c}"
             for c in map(str, header) if c not in TABLE_RESERVED}
+
+
+@register_labels("cast_arrays")
+def cast_array_columns(ds: str, spec: Mapping[str, Any], errors: list[str]) -> set[str] | None:
+    """The attribute columns ``columns.csv`` names (they become the attribute table's
+    columns as they are, no ``label_`` prefix)."""
+    try:
+        return set(read_columns(str(spec.get("columns", ""))))
+    except (DatasetError, OSError):
+        return None  # reported by the array checks
 
 
 def _no_labels(ds: str, spec: Mapping[str, Any], errors: list[str]) -> set[str]:

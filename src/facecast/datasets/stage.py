@@ -30,7 +30,7 @@ from facecast.datasets.table import read_table_manifest
 from facecast.datasets.targets import dataset_root
 from facecast.io.paths import portable_path
 
-__all__ = ["DEMO_LABEL_NOISE", "DatasetError", "build_manifest", "dataset_root",
+__all__ = ["DEMO_LABEL_NOISE", "DatasetError", "build_manifest", "build_pool_manifest", "dataset_root",
            "dataset_summary", "generate_dataset", "plot_attribute_distributions",
            "read_lfw_pairs", "read_raw_rows", "write_lfw_protocol"]
 
@@ -56,6 +56,9 @@ def read_raw_rows(spec: dict[str, Any], root: Path) -> pd.DataFrame:
         return read_insightface_bin(spec["path"], layout=spec.get("layout") or "pairs")
     if kind == "ijb":
         return read_ijb(root, spec.get("variant") or "ijbc")
+    if kind == "cast_arrays":
+        raise DatasetError("dataset kind 'cast_arrays' is read by "
+                           "facecast.datasets.cast_manifest, not as raw rows")
     if kind == "synthetic":
         truth = root / "truth.parquet"
         if not truth.is_file():
@@ -80,6 +83,11 @@ def build_manifest(spec: dict[str, Any], dataset_dir: str | os.PathLike,
     """Read dataset ``spec``, finalize and write the sharded manifest; return it."""
     from facecast.datasets.sources import CONTAINER_KINDS, container_spec
 
+    if spec["kind"] == "cast_arrays":  # straight from the mapped arrays, no row objects
+        from facecast.datasets.cast_manifest import build_cast_manifest
+
+        build_cast_manifest(spec, out_path, provenance=provenance)
+        return pd.read_parquet(out_path, columns=["status"])
     root = dataset_root(spec, dataset_dir)
     raw = read_raw_rows(spec, root)
     shard_size = int(spec.get("shard_size", 10_000))
@@ -110,6 +118,18 @@ def build_manifest(spec: dict[str, Any], dataset_dir: str | os.PathLike,
         prov["containers"] = containers
     write_manifest(manifest, out_path, shard_size=shard_size, provenance=prov)
     return manifest
+
+
+def build_pool_manifest(spec: dict[str, Any], manifest_path: str | os.PathLike,
+                        subset_paths: list[str], out_path: str | os.PathLike, *,
+                        provenance: dict[str, Any] | None = None) -> int:
+    """The union of a ``cast_arrays`` dataset's benchmark pools as a manifest of its own
+    (checkpoint ``pool_manifest``: faces and embed run on it, not on all N rows)."""
+    from facecast.datasets.cast_manifest import write_pool_manifest
+
+    return write_pool_manifest(manifest_path, list(subset_paths), out_path,
+                               shard_size=int(spec.get("shard_size", 10_000)),
+                               provenance=provenance)
 
 
 def generate_dataset(out_dir: str | os.PathLike, *, seed: int, n_jobs: int = 1,

@@ -16,13 +16,48 @@ from typing import Any
 
 from facecast.datasets.manifest import DatasetError, read_shard_ids
 
-__all__ = ["DATASET_DIR", "MANIFEST", "dataset_root", "distribution_targets", "image_root",
+__all__ = ["DATASET_DIR", "MANIFEST", "array_datasets", "arrays_only", "dataset_root", "distribution_targets", "image_root",
            "ingest_targets", "manifest_inputs", "name_regex", "shard_ids", "summary_targets"]
 
 #: where the synthetic generator writes (and image paths of a synthetic dataset start)
 DATASET_DIR = "results/{ds}/dataset"
 #: the sharded manifest (checkpoint ``manifest``)
 MANIFEST = "results/{ds}/manifest.parquet"
+
+
+def arrays_only(config: Mapping[str, Any], ds: str) -> bool:
+    """Whether ``ds`` is a ``cast_arrays`` dataset: its attributes come from CAST's arrays,
+    so no faces, embed or attribute-scoring job runs for it."""
+    return (config.get("datasets", {}) or {}).get(ds, {}).get("kind") == "cast_arrays"
+
+
+#: the union of a cast_arrays dataset's benchmark pools (checkpoint ``pool_manifest``)
+POOL_MANIFEST = "results/{ds}/pool_manifest.parquet"
+
+
+def pooled(config: Mapping[str, Any], ds: str) -> bool:
+    """Whether ``ds`` is a ``cast_arrays`` dataset with its images (``root``): its faces and
+    embeddings are computed for the union of its benchmark pools only."""
+    return arrays_only(config, ds) and bool(config["datasets"][ds].get("root"))
+
+
+def faces_manifest(config: Mapping[str, Any], ds: str) -> str:
+    """The manifest the faces and embed jobs of ``ds`` read: the pool manifest of a
+    ``cast_arrays`` dataset, else the manifest."""
+    return (POOL_MANIFEST if pooled(config, ds) else MANIFEST).format(ds=ds)
+
+
+def pool_inputs(config: Mapping[str, Any], ds: str) -> dict[str, Any]:
+    """Inputs of checkpoint ``pool_manifest``: the manifest and the subset of every
+    benchmark (their union is what the faces and embed stages see)."""
+    benches = list(config.get("benchmarks", {}) or {})
+    return {"manifest": MANIFEST.format(ds=ds),
+            "subsets": [f"results/{ds}/benchmarks/{b}/subset.parquet" for b in benches]}
+
+
+def array_datasets(config: Mapping[str, Any], want: bool = True) -> list[str]:
+    """The ``cast_arrays`` datasets (``want=False``: every other dataset)."""
+    return [ds for ds in (config.get("datasets", {}) or {}) if arrays_only(config, ds) == want]
 
 
 def name_regex(names: Iterable[str]) -> str:
@@ -37,7 +72,8 @@ def dataset_root(spec: Mapping[str, Any], dataset_dir: str | os.PathLike) -> Pat
     """
     if spec["kind"] == "synthetic":
         return Path(dataset_dir)
-    container = {"recordio": "rec", "insightface_bin": "path"}.get(spec["kind"])
+    container = {"recordio": "rec", "insightface_bin": "path",
+                 "cast_arrays": "paths"}.get(spec["kind"])
     if container and "root" not in spec:
         if container not in spec:
             raise DatasetError(f"dataset kind {spec['kind']!r} needs a '{container}' file")
@@ -62,10 +98,20 @@ def shard_ids(manifest: str | os.PathLike) -> list[str]:
 
 def manifest_inputs(config: Mapping[str, Any], ds: str) -> dict[str, str]:
     """Inputs of checkpoint ``manifest``: the synthetic dataset's truth table, for kind
-    ``synthetic`` (else nothing)."""
-    if config["datasets"][ds]["kind"] == "synthetic":
+    ``synthetic``; CAST's arrays for kind ``cast_arrays`` (else nothing)."""
+    spec = config["datasets"][ds]
+    if spec["kind"] == "synthetic":
         return {"truth": f"{DATASET_DIR.format(ds=ds)}/truth.parquet"}
+    if spec["kind"] == "cast_arrays":
+        return cast_array_inputs(config, ds)
     return {}
+
+
+def cast_array_inputs(config: Mapping[str, Any], ds: str) -> dict[str, str]:
+    """CAST's array files of a ``cast_arrays`` dataset, as rule inputs."""
+    spec = config["datasets"][ds]
+    return {k: str(spec[k]) for k in ("attributes", "paths", "columns", "exclude_mask")
+            if spec.get(k)}
 
 
 def ingest_targets(config: Mapping[str, Any], ds: str) -> list[str]:
