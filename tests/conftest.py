@@ -41,6 +41,10 @@ def tiny_demo_config(**overrides) -> dict:
     cfg["datasets"] = {"demo": {"kind": "synthetic", "shard_size": 24,
                                 "synthetic": {"n_identities": 12, "images_per_identity": 4,
                                               "image_size": 160}}}
+    # slice discovery and model comparisons have their own tests on the session demo run
+    # (demo_test_config); the other small runs leave them out
+    for section in ("slices", "compare"):
+        cfg[section] = {**cfg.get(section, {}), "enabled": False}
     for key, value in overrides.items():
         cfg[key] = value
     return cfg
@@ -102,6 +106,8 @@ def demo_test_config() -> dict:
     # the planted effects the tests look for (blur, the low-contrast group), the
     # unfiltered pool and the fairness protocol; `old` and `glasses` add only jobs
     keep_benchmarks(cfg, ["blurry", "low_contrast", "random", "fair_pool"])
+    for section in ("slices", "compare"):
+        cfg[section]["enabled"] = True
     cfg["fairness"]["legitimate"] = {"glasses": {"column": "label_glasses", "bins": [0.5],
                                                  "labels": ["G0", "G1"]}}
     return cfg
@@ -166,12 +172,14 @@ def _worker_group(item) -> str:
     return item.path.name
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Group tests for pytest-xdist and put the two long groups first.
 
     Workers take groups in collection order, so the longest (the session demo run and the
     tests on it; the scale runs, SLURM last among them) start at once instead of forming a
-    tail. The SLURM test no longer needs to be last of all: `local-slurm stop` parks
+    tail (tryfirst: pytest-xdist reads the group marks in its own hook, after this one).
+    The SLURM test no longer needs to be last of all: `local-slurm stop` parks
     slurm.conf, so later Snakemake starts do not wait out `scontrol`'s 10 s timeout.
     """
     order = {"demo_run": 0, "scale": 1}
