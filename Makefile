@@ -41,7 +41,7 @@ demo: install
 
 # The tests cover the optional pyiqa scorer too, so they install it.
 test: install iqa
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=30
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --durations=30
 
 lint: install
 	$(BIN)/ruff check src scripts tests benchmarks

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -155,36 +156,50 @@ def pytest_sessionstart(session):
 
 #: Test files that share one session-cached run (scale_support.reference_run).
 _SCALE_FILES = "test_scale_"
+#: Files with a test on the session demo run (:func:`demo_run`), found by name once.
+_DEMO_FILES = frozenset(p.name for p in Path(__file__).parent.glob("test_*.py")
+                        if re.search(r"\bdemo_run\b", p.read_text(encoding="utf-8")))
 
 
-def _worker_group(item) -> str:
-    """The pytest-xdist group of a test: tests that share a session run stay together.
+def _worker_group(path: str) -> str:
+    """The pytest-xdist work unit of a test file: files sharing a session run go together.
 
-    `make test` runs `pytest -n 2 --dist loadgroup`: each group goes to one worker, so the
-    session demo run (:func:`demo_run`) and the scale tests' reference run are each made
-    once, by one worker. Every other test goes to its module's group (module fixtures
-    run once).
+    The session demo run and the scale tests' reference run are each made once, by one
+    worker; every other file is its own unit (its module fixtures run once).
     """
-    if "demo_run" in getattr(item, "fixturenames", ()):
+    name = Path(path).name
+    if name in _DEMO_FILES:
         return "demo_run"
-    if item.path.name.startswith(_SCALE_FILES):
+    if name.startswith(_SCALE_FILES):
         return "scale"
-    return item.path.name
+    return path
 
 
-@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`make test` runs `pytest -n 2 --dist loadscope`: work units from :func:`_worker_group`.
+
+    (xdist's own `loadgroup` marks do not reach its scheduler under pytest 9.2, which
+    ignores the node id suffix xdist writes, so the grouping is done here.)
+    """
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _worker_group(nodeid.split("::", 1)[0])
+
+    return FileGroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Group tests for pytest-xdist and put the two long groups first.
+    """Put the two long work units first, the SLURM test last among them.
 
-    Workers take groups in collection order, so the longest (the session demo run and the
-    tests on it; the scale runs, SLURM last among them) start at once instead of forming a
-    tail (tryfirst: pytest-xdist reads the group marks in its own hook, after this one).
-    The SLURM test no longer needs to be last of all: `local-slurm stop` parks
-    slurm.conf, so later Snakemake starts do not wait out `scontrol`'s 10 s timeout.
+    Workers take units in collection order, so the longest (the session demo run and the
+    tests on it; the scale runs) start at once instead of forming a tail. The SLURM test
+    no longer needs to be last of all: `local-slurm stop` parks slurm.conf, so later
+    Snakemake starts do not wait out `scontrol`'s 10 s timeout.
     """
     order = {"demo_run": 0, "scale": 1}
-    groups = {item.nodeid: _worker_group(item) for item in items}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
-    items.sort(key=lambda item: (order.get(groups[item.nodeid], 2),
+    items.sort(key=lambda item: (order.get(_worker_group(item.nodeid.split("::", 1)[0]), 2),
                                  "slurm_cluster" in getattr(item, "fixturenames", ())))

@@ -28,6 +28,8 @@ checkpoint manifest:
         spec=lambda wc: dataset_cfg(wc.ds),
     log:
         "results/{ds}/logs/manifest.log",
+    benchmark:
+        "results/{ds}/runtime/manifest.tsv"
     conda:
         "../../envs/cpu.yaml"
     script:
