@@ -63,9 +63,9 @@ def test_portable_path_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert portable_path(run / "data" / ".." / "data" / "y") == "data/y"  # normalised
     # relative to the run folder as configured: kept, even outside it (the same string in
     # every run folder); for another base it is resolved first
-    assert portable_path("../shared/w.onnx") == "../shared/w.onnx"
+    assert portable_path("../weights/w.onnx") == "../weights/w.onnx"
     assert portable_path("./models//w.onnx") == "models/w.onnx"
-    assert portable_path("../shared/w.onnx", root) == str(tmp_path / "shared" / "w.onnx")
+    assert portable_path("../weights/w.onnx", root) == str(tmp_path / "weights" / "w.onnx")
     for value, base in (("a/b.rec", root), ("../models/w.onnx", root), (str(outside), root),
                         ("models/w.onnx", None)):
         full = resolve_portable(value, base)

@@ -11,6 +11,7 @@ sampling does not alias.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Collection
 
 import numpy as np
 from PIL import Image
@@ -187,3 +188,19 @@ def crop_box_resized(image: np.ndarray, box: np.ndarray, size: int) -> np.ndarra
     region = np.ascontiguousarray(image[y0:y1, x0:x1])
     out = Image.fromarray(region).resize((size, size), Image.Resampling.BILINEAR, box=local)
     return np.asarray(out)
+
+
+def face_crops(image: np.ndarray, landmarks5x2: np.ndarray, bbox: np.ndarray,
+               crops: Collection[str], facenet_margin: float,
+               encode: Callable[[np.ndarray], bytes]) -> dict[str, bytes]:
+    """The crops named in ``crops`` of one face, encoded: ``crop_arcface`` (112 px, aligned
+    by the five landmarks) and ``crop_facenet`` (160 px, cut around ``bbox``).
+
+    Raises ValueError when the landmarks cannot be aligned.
+    """
+    out: dict[str, bytes] = {}
+    if "arcface" in crops:
+        out["crop_arcface"] = encode(align_arcface(image, landmarks5x2, 112))
+    if "facenet" in crops:
+        out["crop_facenet"] = encode(crop_facenet(image, bbox, 160, facenet_margin))
+    return out

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from facecast.faces.align import align_arcface, arcface_template, crop_facenet, similarity_transform
+from facecast.faces.align import arcface_template, face_crops, similarity_transform
 from facecast.faces.aligned import ARCFACE112_FACE_BOX
 from facecast.faces.config import FacesConfig
 from facecast.faces.crops import encode_png_fast
@@ -26,7 +26,6 @@ from facecast.faces.decode import DecodedImage
 #: faces status of an image aligned with the dataset's own landmarks (no detection ran)
 GIVEN_STATUS = "landmarks_given"
 ARCFACE_SIZE = 112
-FACENET_SIZE = 160
 
 
 def _join(*parts: str) -> str:
@@ -70,11 +69,8 @@ def given_row(image_id: str, dec: DecodedImage, landmarks: Any, score: Any,
         row["bbox"] = ((box.reshape(2, 2) + 0.5) / scale - 0.5).reshape(-1).astype(
             np.float32).tolist()
         row["landmarks"] = lms.astype(np.float32).tolist()
-        if "arcface" in cfg.crops:
-            row["crop_arcface"] = encode_png_fast(align_arcface(image, pts, ARCFACE_SIZE), level)
-        if "facenet" in cfg.crops:
-            row["crop_facenet"] = encode_png_fast(
-                crop_facenet(image, box, FACENET_SIZE, cfg.facenet_margin), level)
+        row.update(face_crops(image, pts, box, cfg.crops, cfg.facenet_margin,
+                              lambda a: encode_png_fast(a, level)))
     except ValueError as exc:
         row.update(status="align_error", message=_join(
             f"alignment with the given landmarks failed: {exc}", message, dec.message),

@@ -43,12 +43,7 @@ from tqdm import tqdm
 
 from facecast.datasets.manifest import GIVEN_COLUMNS, read_shard
 from facecast.datasets.sources import fetch_bytes, resolve_containers, split_locator
-from facecast.faces.align import (
-    align_arcface,
-    center_square_box,
-    crop_box_resized,
-    crop_facenet,
-)
+from facecast.faces.align import center_square_box, crop_box_resized, face_crops
 from facecast.faces.aligned import aligned_row
 from facecast.faces.config import FacesConfig
 from facecast.faces.crops import encode_png
@@ -157,11 +152,8 @@ def face_row(job: _Job, det: Detections, cfg: FacesConfig) -> dict[str, Any]:
     if n > 1:
         row["message"] = _join(f"{n} faces; kept the {cfg.select} one", dec.message)
     try:
-        if "arcface" in cfg.crops:
-            row["crop_arcface"] = encode_png(align_arcface(image, lms, ARCFACE_SIZE), level)
-        if "facenet" in cfg.crops:
-            row["crop_facenet"] = encode_png(
-                crop_facenet(image, box, FACENET_SIZE, cfg.facenet_margin), level)
+        row.update(face_crops(image, lms, box, cfg.crops, cfg.facenet_margin,
+                              lambda a: encode_png(a, level)))
     except ValueError as exc:
         row.update(status="align_error", message=_join(f"alignment failed: {exc}", dec.message),
                    crop_arcface=None, crop_facenet=None)
