@@ -5,7 +5,8 @@ glasses (media 2), template ``2s+2`` leftlight and surprised (one media, 3). One
 image line names a file that is not there (its template keeps three images). Landmarks
 are the same five points for every photo (the Yale faces are centred and frontal). The
 1:N CSVs put the first templates of subjects 2-4 in G1, of 5-6 in G2, and every second
-template in the mixed probe set.
+template in the mixed probe set. ``empty_template=True`` adds template 99 whose only image
+line names a missing file (a template without an ok image; in no pair).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ YALE = Path(__file__).parent / "data" / "yale"
 LANDMARKS = "130.0 105.0 190.0 105.0 160.0 140.0 137.0 175.0 183.0 175.0"
 
 
-def write_ijb(root: Path, *, one_n: bool = True, variant: str = "ijbc") -> Path:
+def write_ijb(root: Path, *, one_n: bool = True, variant: str = "ijbc",
+              empty_template: bool = False) -> Path:
     """Write the layout under ``root``; return it."""
     (root / "loose_crop").mkdir(parents=True, exist_ok=True)
     (root / "meta").mkdir(exist_ok=True)
@@ -37,6 +39,9 @@ def write_ijb(root: Path, *, one_n: bool = True, variant: str = "ijbc") -> Path:
             lm_lines.append(f"{name} {LANDMARKS} {0.5 + 0.1 * (k % 5):.2f}")
     tid_lines.append("999.jpg 1 1")  # listed, but no such file
     lm_lines.append(f"999.jpg {LANDMARKS} 0.90")
+    if empty_template:
+        tid_lines.append("998.jpg 99 99")  # the template's one image is not there
+        lm_lines.append(f"998.jpg {LANDMARKS} 0.80")
     (root / "meta" / f"{variant}_face_tid_mid.txt").write_text("\n".join(tid_lines) + "\n")
     (root / "meta" / f"{variant}_name_5pts_score.txt").write_text("\n".join(lm_lines) + "\n")
     n_t = 2 * len(subjects)

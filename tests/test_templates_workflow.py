@@ -57,3 +57,43 @@ def test_ijb_release_end_to_end(tmp_path):
     ident_groups = set(read_parquet(r / "templates/lbp/identification.parquet")["group"])
     assert "all" in ident_groups and ident_groups - {"all"} <= set(groups["group"])
     assert len(ident_groups) > 1  # 1:N per probe group
+
+
+def test_ijb_analysis_over_templates(tmp_path):
+    """``analysis.level: template``: the release's templates get their images' attributes
+    (template_attributes.parquet, every template with a status), and the correlation table
+    and a CAST subset are computed over templates."""
+    root = write_ijb(tmp_path / "IJB_C", empty_template=True)
+    cfg = {"seed": 1,
+           "datasets": {"ijbc": {"kind": "ijb", "root": str(root), "variant": "ijbc",
+                                 "shard_size": 50}},
+           "embed": {"models": {"lbp": {"backend": "lbp", "pca_dim": 8}}},
+           "attributes": {"scorers": ["native"]},
+           "fairness": {"enabled": False},
+           "analysis": {"level": "template"},
+           "correlations": {"methods": ["pearson"], "min_abs_r": 0.3},
+           "benchmarks": {"sharp": {"filters": [{"attribute": "sharpness_laplacian",
+                                                 "mode": "rank", "low": 0.5, "high": 1.0}]}}}
+    work = tmp_path / "run"
+    run_snakemake(work, cfg, ["results/ijbc/correlations/pearson_pairs_filtered.md",
+                              "results/ijbc/benchmarks/sharp/subset.parquet"])
+    r = work / "results" / "ijbc"
+    t = read_parquet(r / "template_attributes.parquet")
+    assert t["template_id"].tolist() == [*range(1, 11), 99]  # every template, in order
+    assert t["status"].tolist() == ["ok"] * 10 + ["no_ok_image"]
+    assert t["message"].iat[-1].endswith("missing=1") and (t["level"] == "template").all()
+    assert t.loc[0, ["n_images", "n_voting"]].tolist() == [3, 2]  # 999.jpg is missing
+    img = read_parquet(r / "attributes.parquet")
+    first = img[img["image_id"].isin(["loose_crop/1.jpg", "loose_crop/2.jpg"])]
+    assert t["sharpness_laplacian"].iat[0] == pytest.approx(
+        first["sharpness_laplacian"].mean())
+    pairs = read_parquet(r / "correlations/pearson_pairs.parquet")
+    assert read_provenance(r / "correlations/pearson_pairs.parquet")["level"] == "template"
+    assert (pairs["n"] <= 10).all() and (pairs["n"] == 10).any()  # over the ok templates
+    assert not {"n_images", "n_voting"} & (set(pairs["attr_a"]) | set(pairs["attr_b"]))
+    sub = read_parquet(r / "benchmarks/sharp/subset.parquet")
+    assert list(sub.columns)[:4] == ["template_id", "identity", "split", "n_images"]
+    assert len(sub) == 5 and 99 not in set(sub["template_id"])
+    assert read_provenance(r / "benchmarks/sharp/subset.parquet")["level"] == "template"
+    assert (r / "benchmarks/sharp/description.txt").read_text().startswith(
+        "attribute: sharpness_laplacian lower_quartile: 0.5")

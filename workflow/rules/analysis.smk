@@ -4,9 +4,31 @@
 import facecast.analysis.targets as analysis_targets
 
 
+# analysis.level: template - an IJB dataset's templates with their images' mean / majority
+# attributes (facecast.analysis.template_level); correlations and subsets then read it
+rule template_attributes:
+    input:
+        unpack(lambda wc: analysis_targets.template_attribute_inputs(config, wc.ds)),
+    output:
+        table=analysis_targets.TEMPLATE_ATTRIBUTES,
+    params:
+        majority_columns=analysis_targets.analysis_section(config).get("template_majority", []),
+        statuses=config["mining"].get("statuses", ["ok"]),
+    wildcard_constraints:
+        ds=name_regex(analysis_targets.template_level_datasets(config)),
+    log:
+        "results/{ds}/logs/analysis/template_attributes.log",
+    benchmark:
+        "results/{ds}/runtime/analysis/template_attributes.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/analysis_template_attributes.py"
+
+
 rule correlations:
     input:
-        attributes="results/{ds}/attributes.parquet",
+        attributes=lambda wc: analysis_targets.attribute_table(config, wc.ds),
     output:
         [
             (
@@ -37,7 +59,7 @@ rule correlations:
 
 rule benchmark_subset:
     input:
-        attributes="results/{ds}/attributes.parquet",
+        attributes=lambda wc: analysis_targets.attribute_table(config, wc.ds),
     output:
         subset="results/{ds}/benchmarks/{bench}/subset.parquet",
         description=report(
@@ -52,7 +74,7 @@ rule benchmark_subset:
         rank_method=lambda wc: config["benchmarks"][wc.bench].get("rank_method", "facecast"),
         cast_filters=lambda wc: config["benchmarks"][wc.bench].get("cast_filters", []),
         cast_ties=lambda wc: config["benchmarks"][wc.bench].get("cast_ties", "argsort"),
-        statuses=config["mining"].get("statuses", ["ok"]),
+        statuses=lambda wc: analysis_targets.pool_statuses(config, wc.ds),
     wildcard_constraints:
         bench=analysis_targets.benchmark_regex(config),
         ds=name_regex(IMAGE_DATASETS),
@@ -130,6 +152,7 @@ rule mine_pairs:
         seed=config["seed"],
     wildcard_constraints:
         bench=analysis_targets.benchmark_regex(config),
+        ds=name_regex(analysis_targets.image_level_datasets(config)),
     threads: 2
     resources:
         gpu=int(analysis_targets.mining_uses_gpu(config)),

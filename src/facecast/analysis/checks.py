@@ -1,7 +1,8 @@
 """Config checks of the analysis stage (correlations, CAST filtering, pair mining), run
 before any job: the reference model exists, mining bands and filter bounds are ordered and
-in range, and every column a filter or ``correlations.columns`` names will be in
-``attributes.parquet`` (:mod:`facecast.config.columns`).
+in range, every column a filter or ``correlations.columns`` names will be in
+``attributes.parquet`` (:mod:`facecast.config.columns`), and ``analysis.level: template``
+has an IJB dataset to work on.
 
 :func:`fill_defaults`: a config without a ``benchmarks`` section (and no other protocol: no
 LFW pairs file, no import, no ``insightface_bin`` dataset) gets one,
@@ -131,7 +132,8 @@ def cast_filter_errors(config: Mapping[str, Any]) -> list[str]:
 
 def config_errors(config: Mapping[str, Any]) -> list[str]:
     """The analysis stage's checks."""
-    errors: list[str] = cast_filter_errors(config) + train_subset_errors(config)
+    errors: list[str] = (cast_filter_errors(config) + train_subset_errors(config)
+                         + level_errors(config))
     models = embed_model_names(config)
     ref = str(section(config, "mining").get("reference_model") or "")
     if ref and ref not in models:
@@ -162,3 +164,15 @@ def train_subset_errors(config: Mapping[str, Any]) -> list[str]:
                                   f"(datasets.{ds}.root: the WebFace42M folder); or use "
                                   "format: list")
     return errors
+
+
+def level_errors(config: Mapping[str, Any]) -> list[str]:
+    """``analysis.level: template`` needs a dataset whose templates are known (kind
+    ``ijb``); without one it would change nothing."""
+    if str(section(config, "analysis").get("level", "image")) != "template":
+        return []
+    if any(spec.get("kind") == "ijb" for spec in datasets_of(config).values()):
+        return []
+    return ["analysis.level: template analyses the templates of IJB datasets, but no "
+            "dataset has kind ijb; use level: image (the default) or add the IJB release "
+            "(datasets.<name>: {kind: ijb, root: ..., variant: ijbc})"]

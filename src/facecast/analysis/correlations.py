@@ -13,6 +13,9 @@ non-missing values (average ranks), which equals pandas' Spearman when no values
 memory, so it is limited to ``spearman_max_rows`` rows.
 
 Rows with ``status`` other than ``ok`` (or ``aligned_input``: pre-aligned input) are left out (their attributes are missing anyway).
+A template attribute table (``analysis.level: template``,
+:mod:`facecast.analysis.template_level`) is read the same way: its rows are templates, its
+status ``ok`` or ``no_ok_image``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from facecast.analysis.ranks import average_ranks
+from facecast.analysis.template_level import TEMPLATE_KEY_COLUMNS, table_level
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet
 from facecast.report.figures import pyplot, save_figure
@@ -41,6 +45,10 @@ log = logging.getLogger(__name__)
 
 #: faces statuses whose rows count: ``aligned_input`` is pre-aligned input (detector none),
 #: ``landmarks_given`` an IJB image aligned with its given landmarks
+#: what a template-level Markdown table says about its rows
+_TEMPLATE_NOTE = (" Rows are IJB templates (analysis.level: template): a template's "
+                  "attributes are its images' mean (numeric) or majority (categorical); "
+                  "templates without an ok image have no values.")
 USABLE = pa.array(["ok", "aligned_input", "landmarks_given"])
 NON_ATTRIBUTE_COLUMNS = {"image_id", "identity", "split", "exclude", "status", "message",
                          "shard", "path", "single_image"}
@@ -101,13 +109,16 @@ def pearson_pairwise(x: np.ndarray | pd.DataFrame, min_n: int = 2) -> tuple[np.n
 
 
 def attribute_columns(schema: pa.Schema, include: Sequence[str] = (),
-                      exclude: Sequence[str] = ()) -> list[str]:
+                      exclude: Sequence[str] = (), *, level: str = "image") -> list[str]:
     """Numeric attribute columns of an attribute table, in table order.
 
     ``include`` (if given) lists the columns to use; ``exclude`` holds fnmatch patterns.
+    A ``level: template`` table's own columns (``n_images``, ...) are no attributes.
     """
+    skip = NON_ATTRIBUTE_COLUMNS | (set(TEMPLATE_KEY_COLUMNS) if level == "template"
+                                    else set())
     numeric = [f.name for f in schema
-               if f.name not in NON_ATTRIBUTE_COLUMNS
+               if f.name not in skip
                and (pa.types.is_floating(f.type) or pa.types.is_integer(f.type)
                     or pa.types.is_boolean(f.type))]
     if include:
@@ -254,10 +265,15 @@ def write_correlations(attributes_path: str | os.PathLike, out_dir: str | os.Pat
                        provenance: Mapping[str, Any] | None = None) -> dict[str, pd.DataFrame]:
     """Compute every configured method's matrix, pair tables and heatmaps into ``out_dir``.
 
-    Returns the filtered pair table of each method.
+    The level of the table (:func:`facecast.analysis.template_level.table_level`: an IJB
+    template attribute table with ``analysis.level: template``) goes to every Parquet
+    file's provenance (``level``) and the Markdown table's title. Returns the filtered
+    pair table of each method.
     """
     schema = pq.read_schema(attributes_path)
-    cols = attribute_columns(schema, cfg.get("columns", []), cfg.get("exclude_columns", []))
+    level = table_level(attributes_path)
+    cols = attribute_columns(schema, cfg.get("columns", []), cfg.get("exclude_columns", []),
+                             level=level)
     if len(cols) < 2:
         raise ValueError(f"{attributes_path}: fewer than two numeric attribute columns "
                          f"to correlate ({cols})")
@@ -275,7 +291,8 @@ def write_correlations(attributes_path: str | os.PathLike, out_dir: str | os.Pat
             raise ValueError(f"unknown correlation method {method!r} (pearson | spearman)")
         out = correlation_outputs(out_dir, method)
         prov = dict(provenance or {})
-        prov.update({"stage": "correlations", "method": method, "min_abs_r": min_abs_r})
+        prov.update({"stage": "correlations", "method": method, "min_abs_r": min_abs_r,
+                     "level": level})
         matrix = pd.DataFrame(r, columns=cols)
         matrix.insert(0, "attribute", cols)
         write_parquet(matrix, out["matrix"], provenance=prov)
@@ -288,7 +305,8 @@ def write_correlations(attributes_path: str | os.PathLike, out_dir: str | os.Pat
                    filtered.to_csv(sep="\t", index=False, float_format="%.6f"))
         write_text(out["filtered_md"],
             f"# {method.capitalize()} correlations with |r| >= {min_abs_r:g}\n\n"
-            f"{len(filtered)} of {len(pairs)} attribute pairs; most negative first.\n\n"
+            f"{len(filtered)} of {len(pairs)} attribute pairs; most negative first."
+            + (_TEMPLATE_NOTE if level == "template" else "") + "\n\n"
             + markdown_table(filtered))
         order = cluster_order(r)
         ro, names = r[np.ix_(order, order)], [cols[k] for k in order]

@@ -58,10 +58,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from facecast.analysis.ranks import average_ranks
+from facecast.analysis.template_level import table_level
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet
 
 KEY_COLUMNS = ["image_id", "identity", "split"]
+#: the key columns of a subset of templates (``analysis.level: template``)
+TEMPLATE_SUBSET_KEYS = ["template_id", "identity", "split", "n_images"]
 RANK_METHODS = ("facecast", "cast")
 #: ``aligned_input`` = pre-aligned input (``faces.detector: none``), usable like ``ok``
 DEFAULT_STATUSES = ("ok", "aligned_input")
@@ -329,17 +332,26 @@ def build_subset(attributes_path: str | os.PathLike, filters: Sequence[Attribute
     """Filter the attribute table into ``subset.parquet`` + ``description.txt``; return counts.
 
     Reads only the key columns and the filtered attributes. The subset keeps ``image_id``,
-    ``identity``, ``split`` and each filtered attribute's value.
+    ``identity``, ``split`` and each filtered attribute's value. A template attribute table
+    (provenance ``level: template``, :mod:`facecast.analysis.template_level`) gives a
+    subset of templates: ``template_id`` instead of ``image_id``, plus ``n_images``; its
+    pool is the templates with status ``ok`` (``statuses`` name image statuses, which
+    decided the template's status already). The report and provenance say the ``level``.
     """
+    level = table_level(attributes_path)
+    keys = KEY_COLUMNS if level == "image" else TEMPLATE_SUBSET_KEYS
+    if level == "template":
+        statuses = ("ok",)
     attrs = list(dict.fromkeys(f.attribute for f in filters))
     schema = pq.read_schema(attributes_path)
     missing = [a for a in attrs if a not in schema.names]
     if missing:
         raise FilterError(f"attribute column(s) {missing} not in {attributes_path}; available: "
-                          f"{sorted(n for n in schema.names if n not in KEY_COLUMNS)}")
-    cols = KEY_COLUMNS + ["exclude", "status"] + [a for a in attrs if a not in KEY_COLUMNS]
+                          f"{sorted(n for n in schema.names if n not in keys)}")
+    cols = keys + ["exclude", "status"] + [a for a in attrs if a not in keys]
     table = pq.read_table(attributes_path, columns=cols)
     mask, report = select_subset(table, filters, statuses=statuses)
+    report["level"] = level
     if report["n_pool"] == 0:  # issue 16.3: an empty pool must never pass silently
         import logging
 
@@ -347,11 +359,10 @@ def build_subset(attributes_path: str | os.PathLike, filters: Sequence[Attribute
             "EMPTY BENCHMARK POOL: none of the %d rows of %s may enter a benchmark (status "
             "and exclude); every benchmark of this dataset is empty (check the manifest's "
             "exclude column and statuses)", report["n_rows"], attributes_path)
-    subset = table.filter(pa.array(mask)).select(
-        KEY_COLUMNS + [a for a in attrs if a not in KEY_COLUMNS])
+    subset = table.filter(pa.array(mask)).select(keys + [a for a in attrs if a not in keys])
     prov = dict(provenance or {})
     prov.update({"stage": "benchmark_subset", "filters": [vars(f) for f in filters],
-                 "statuses": list(statuses)})
+                 "statuses": list(statuses), "level": level})
     n_ids = len(pc.unique(subset.column("identity"))) if subset.num_rows else 0
     report["n_identities"] = int(n_ids)
     write_parquet(subset, subset_path, provenance=prov,

@@ -1,4 +1,6 @@
-"""What the analysis rules call: attribute correlations (:func:`write_correlations`, rule
+"""What the analysis rules call: the template attribute table of an IJB dataset
+(:func:`write_template_attributes`, rule ``template_attributes``, ``analysis.level:
+template``), attribute correlations (:func:`write_correlations`, rule
 ``correlations``), a CAST benchmark subset (:func:`build_benchmark_subset`, rule
 ``benchmark_subset``) and one benchmark's pair mining with its exports
 (:func:`mine_benchmark`, rule ``mine_pairs``).
@@ -41,12 +43,15 @@ from facecast.analysis.exports import image_numbers, write_cast_lists, write_lfw
 from facecast.analysis.filtering import DEFAULT_STATUSES, build_subset, parse_filters
 from facecast.analysis.mining_config import MiningConfig, MiningShortfall
 from facecast.analysis.pair_stats import pair_statistics, plot_pair_scores
+from facecast.analysis.template_level import template_attribute_table
+from facecast.datasets.ijb import IMAGE_DIR, read_tid_mid
 from facecast.embed.read import load_embeddings
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 
 __all__ = ["PER_BENCHMARK_MINING_KEYS", "benchmark_mining_config", "benchmark_seed",
-           "build_array_subset", "build_benchmark_subset", "build_train_subset", "mine_benchmark", "write_correlations"]
+           "build_array_subset", "build_benchmark_subset", "build_train_subset", "mine_benchmark",
+           "write_correlations", "write_template_attributes"]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +95,33 @@ def build_benchmark_subset(attributes_path: str | os.PathLike,
               + parse_cast_filters(cast_filters, bench, cast_ties))
     return build_subset(attributes_path, parsed, subset_path, description_path,
                         statuses=statuses, provenance=provenance)
+
+
+def write_template_attributes(tid_mid_path: str | os.PathLike,
+                              attributes_path: str | os.PathLike, out_path: str | os.PathLike,
+                              *, majority_columns: Sequence[str] = (),
+                              statuses: Sequence[str] = DEFAULT_STATUSES,
+                              provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """One row per template of an IJB release (its ``<variant>_face_tid_mid.txt``) with
+    its images' mean / majority attributes (:mod:`facecast.analysis.template_level`) ->
+    ``template_attributes.parquet`` (provenance ``level: template``); return the table."""
+    tid = read_tid_mid(tid_mid_path)
+    members = pd.DataFrame({"image_id": IMAGE_DIR + "/" + tid["name"].astype(str),
+                            "template_id": tid["template_id"].to_numpy(np.int64)})
+    attributes = read_parquet(attributes_path)
+    table = template_attribute_table(members, attributes, majority_columns=majority_columns,
+                                     statuses=statuses)
+    prov = dict(provenance or {})
+    prov.update({"stage": "template_attributes", "level": "template",
+                 "aggregation": "numeric: mean; categorical and majority_columns: majority",
+                 "majority_columns": list(majority_columns), "statuses": list(statuses),
+                 "n_templates": int(len(table)),
+                 "n_no_ok_image": int((table["status"] != "ok").sum())})
+    write_parquet(table, out_path, provenance=prov)
+    n_bad = prov["n_no_ok_image"]
+    log.info("%d templates from %d image lines; %d without an ok image%s", len(table),
+             len(members), n_bad, " (status no_ok_image)" if n_bad else "")
+    return table
 
 
 def mine_benchmark(subset_path: str | os.PathLike, embed_paths: Iterable[str | os.PathLike],

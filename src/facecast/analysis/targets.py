@@ -12,7 +12,62 @@ from collections.abc import Mapping
 from typing import Any
 
 from facecast.analysis.correlations import correlation_outputs
+from facecast.datasets.ijb import meta_files
 from facecast.datasets.targets import arrays_only, cast_array_inputs, name_regex, pooled
+
+#: where rule ``template_attributes`` writes an IJB dataset's template attribute table
+TEMPLATE_ATTRIBUTES = "results/{ds}/template_attributes.parquet"
+
+
+def analysis_section(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The ``analysis`` section (``level``, ``template_majority``)."""
+    return config.get("analysis", {}) or {}
+
+
+def analysis_level(config: Mapping[str, Any], ds: str) -> str:
+    """``template`` when ``analysis.level: template`` and ``ds`` is an IJB release (kind
+    ``ijb``: its templates are known); ``image`` otherwise."""
+    spec = (config.get("datasets", {}) or {}).get(ds, {}) or {}
+    if analysis_section(config).get("level", "image") == "template" and \
+            spec.get("kind") == "ijb":
+        return "template"
+    return "image"
+
+
+def template_level_datasets(config: Mapping[str, Any]) -> list[str]:
+    """The datasets whose analysis runs over templates."""
+    return [ds for ds in (config.get("datasets", {}) or {})
+            if analysis_level(config, ds) == "template"]
+
+
+def image_level_datasets(config: Mapping[str, Any]) -> list[str]:
+    """The datasets whose analysis runs over images (every other dataset)."""
+    return [ds for ds in (config.get("datasets", {}) or {})
+            if analysis_level(config, ds) == "image"]
+
+
+def attribute_table(config: Mapping[str, Any], ds: str) -> str:
+    """The table correlations and benchmark subsets of ``ds`` read: the template attribute
+    table at template level, else ``attributes.parquet``."""
+    if analysis_level(config, ds) == "template":
+        return TEMPLATE_ATTRIBUTES.format(ds=ds)
+    return f"results/{ds}/attributes.parquet"
+
+
+def template_attribute_inputs(config: Mapping[str, Any], ds: str) -> dict[str, str]:
+    """Inputs of rule ``template_attributes``: the image attribute table and the release's
+    ``<variant>_face_tid_mid.txt`` (template membership)."""
+    spec = config["datasets"][ds]
+    tid_mid = meta_files(spec["root"], str(spec.get("variant") or "ijbc"))["tid_mid"]
+    return {"attributes": f"results/{ds}/attributes.parquet", "tid_mid": str(tid_mid)}
+
+
+def pool_statuses(config: Mapping[str, Any], ds: str) -> list[str]:
+    """Statuses of the rows that may enter a benchmark of ``ds``: ``mining.statuses`` over
+    images; ``[ok]`` over templates (the image statuses made the template's status)."""
+    if analysis_level(config, ds) == "template":
+        return ["ok"]
+    return list((config.get("mining", {}) or {}).get("statuses", ["ok"]))
 
 
 def embed_models(config: Mapping[str, Any]) -> list[str]:
@@ -101,10 +156,17 @@ def analysis_targets(config: Mapping[str, Any], ds: str) -> list[str]:
     """Default analysis outputs of dataset ``ds`` (no mined benchmarks for an
     ``insightface_bin`` dataset: its identities are placeholders from the pair labels; a
     ``cast_arrays`` dataset without ``root`` has no embeddings, so only its
-    ``cast_random`` benchmarks get pairs; with ``root`` its pools are embedded)."""
+    ``cast_random`` benchmarks get pairs; with ``root`` its pools are embedded). At
+    template level (:func:`analysis_level`) the template attribute table, correlations
+    and benchmark subsets of templates: no mined pairs (templates have no embedding
+    here; the templates stage scores the release's own template pairs)."""
     out = correlation_files(config, ds)
     if is_bin_dataset(config, ds):
         return out
+    if analysis_level(config, ds) == "template":
+        return [TEMPLATE_ATTRIBUTES.format(ds=ds), *out] + [
+            f"results/{ds}/benchmarks/{bench}/description.txt"
+            for bench in benchmark_names(config)]
     for bench in benchmark_names(config):
         out.append(f"results/{ds}/benchmarks/{bench}/description.txt")
         mode = bench_mode(config, bench)
@@ -143,8 +205,9 @@ def train_subset_inputs(config: Mapping[str, Any], ds: str, name: str) -> dict[s
 
 def train_subset_targets(config: Mapping[str, Any], ds: str) -> list[str]:
     """Each training subset's ``selection.parquet`` (none on an ``insightface_bin``
-    dataset, whose identities are placeholders)."""
-    if is_bin_dataset(config, ds):
+    dataset, whose identities are placeholders, nor on a dataset analysed over
+    templates: its subsets hold templates, not images)."""
+    if is_bin_dataset(config, ds) or analysis_level(config, ds) == "template":
         return []
     return [f"{TRAIN_SUBSET_DIR.format(ds=ds, name=n)}/selection.parquet"
             for n in train_subsets(config)]

@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from facecast.analysis.template_level import majority
+
 MIXED = "mixed"
 
 # Pair statuses (the pairs table keeps every input row with one of these).
@@ -138,21 +140,14 @@ def majority_vote(labels: pd.Series, identity: pd.Series,
     """Replace each image's label by its identity's most frequent (non-missing) label.
 
     Ties go to the label with the smallest ``order`` (then alphabetical). Identities with
-    no label at all stay missing.
+    no label at all stay missing. The vote is :func:`facecast.analysis.template_level.
+    majority`, the one a template's attributes use.
     """
-    order = dict(order or {})
-    df = pd.DataFrame({"identity": identity.astype(str).to_numpy(),
-                       "label": labels.to_numpy(dtype=object)})
-    known = df.dropna(subset=["label"])
-    if known.empty:
-        return pd.Series([None] * len(df), index=labels.index, dtype=object)
-    counts = known.groupby(["identity", "label"], sort=False).size().reset_index(name="n")
-    counts["rank"] = counts["label"].map(lambda v: order.get(v, len(order)))
-    counts["label_s"] = counts["label"].astype(str)
-    counts = counts.sort_values(["identity", "n", "rank", "label_s"],
-                                ascending=[True, False, True, True], kind="stable")
-    winner = counts.drop_duplicates("identity").set_index("identity")["label"]
-    out = df["identity"].map(winner).to_numpy(dtype=object)
+    ident = identity.astype(str).to_numpy()
+    winner = majority(labels.to_numpy(dtype=object), ident, order)
+    if winner.empty:
+        return pd.Series([None] * len(labels), index=labels.index, dtype=object)
+    out = pd.Series(ident).map(winner).to_numpy(dtype=object)
     out[pd.isna(out)] = None
     return pd.Series(out, index=labels.index, dtype=object)
 

@@ -4,9 +4,11 @@ A template's value of a protected attribute (``fairness.protected``) comes from 
 images' rows of ``attributes.parquet``: for a binned (numeric) attribute the mean of the
 images' values is binned; for a categorical one (``values`` map or raw values) the
 majority of the images' values wins (ties: the first in the attribute's order, as
-:func:`facecast.fairness.groups.majority_vote`). Images without attributes (not ok) do
-not vote; a template no image votes for has no group. A pair counts for group g when both
-templates are in g (the fairness stage's rule: cross-group pairs are ``mixed``).
+:func:`facecast.fairness.groups.majority_vote`), both through the one aggregation
+:func:`facecast.analysis.template_level.aggregate_members` that the analysis stage's
+template attribute table uses. Images without attributes (not ok) do not vote; a
+template no image votes for has no group. A pair counts for group g when both templates
+are in g (the fairness stage's rule: cross-group pairs are ``mixed``).
 
 FMR / FNMR per group come from :func:`facecast.fairness.threshold.group_rates` at the
 global thresholds meeting each target FMR (:func:`~facecast.fairness.threshold.
@@ -22,7 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facecast.fairness.groups import discretise, majority_vote, parse_specs
+from facecast.analysis.template_level import aggregate_members
+from facecast.fairness.groups import discretise, parse_specs
 from facecast.fairness.threshold import fmr_resolvable, group_rates, thresholds_at_fmr
 
 
@@ -38,19 +41,25 @@ def template_groups(members: pd.DataFrame, attributes: pd.DataFrame,
                        "fairness.protected")
     img = members[["image_id", "template_id"]].merge(
         attributes[["image_id", *cols]].drop_duplicates("image_id"), on="image_id", how="left")
+    binned = [s for s in specs if s.bins is not None]
+    labelled = [s for s in specs if s.bins is None]
+    values = pd.DataFrame(index=img.index)
+    for spec in binned:   # the images' mean, binned afterwards
+        values[f"mean:{spec.name}"] = pd.to_numeric(img[spec.column], errors="coerce")
+    for spec in labelled:  # each image's label, the majority wins
+        values[f"vote:{spec.name}"] = discretise(img[spec.column], spec).to_numpy(object)
     tids = np.unique(members["template_id"].to_numpy(np.int64))
+    agg = aggregate_members(values, img["template_id"].to_numpy(np.int64),
+                            mean=[f"mean:{s.name}" for s in binned],
+                            vote=[f"vote:{s.name}" for s in labelled],
+                            orders={f"vote:{s.name}": s.order for s in labelled}, index=tids)
     out = pd.DataFrame({"template_id": tids})
     for spec in specs:
         if spec.bins is not None:
-            mean = pd.to_numeric(img[spec.column], errors="coerce").groupby(
-                img["template_id"]).mean().reindex(tids)
-            out[spec.name] = discretise(mean.reset_index(drop=True), spec).to_numpy(object)
+            mean = pd.Series(agg[f"mean:{spec.name}"].to_numpy(np.float64))
+            out[spec.name] = discretise(mean, spec).to_numpy(object)
         else:
-            lab = discretise(img[spec.column], spec)
-            vote = majority_vote(lab, img["template_id"].astype(str), spec.order)
-            first = pd.Series(vote.to_numpy(object), index=img["template_id"].to_numpy())
-            first = first[~first.index.duplicated()]
-            out[spec.name] = first.reindex(tids).to_numpy(object)
+            out[spec.name] = agg[f"vote:{spec.name}"].to_numpy(object)
     names = [s.name for s in specs]
     parts = [out[n].to_numpy(object) for n in names]
     complete = (np.logical_and.reduce([pd.notna(p) for p in parts]) if parts
