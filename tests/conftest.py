@@ -154,8 +154,11 @@ def pytest_sessionstart(session):
         subprocess.run([str(LOCAL_SLURM), "stop"], capture_output=True, timeout=120)
 
 
-#: Test files that share one session-cached run (scale_support.reference_run).
-_SCALE_FILES = "test_scale_"
+#: Test files that share one session-cached run (scale_support.reference_run): the scale
+#: tests and any other file that uses that run, found by name once.
+_SCALE_FILES = frozenset(p.name for p in Path(__file__).parent.glob("test_*.py")
+                         if p.name.startswith("test_scale_")
+                         or re.search(r"\breference_run\b", p.read_text(encoding="utf-8")))
 #: Files with a test on the session demo run (:func:`demo_run`), found by name once.
 _DEMO_FILES = frozenset(p.name for p in Path(__file__).parent.glob("test_*.py")
                         if re.search(r"\bdemo_run\b", p.read_text(encoding="utf-8")))
@@ -170,36 +173,73 @@ def _worker_group(path: str) -> str:
     name = Path(path).name
     if name in _DEMO_FILES:
         return "demo_run"
-    if name.startswith(_SCALE_FILES):
+    if name in _SCALE_FILES:
         return "scale"
     return path
 
 
+#: Rough seconds of the longest work units on two busy cores (from `make test`'s
+#: --durations). Only the order of hand-out uses them: longest first, so that no long unit
+#: starts last and runs alone while the other worker idles. Units not named are short.
+_UNIT_SECONDS = {"demo_run": 800, "scale": 650, "test_covariates_fit.py": 480,
+                 "test_recordio_workflow.py": 200, "test_hostile_inputs.py": 140,
+                 "test_templates_workflow.py": 120, "test_bin_workflow.py": 80,
+                 "test_newcomer_config.py": 80, "test_attributes_trainer.py": 50,
+                 "test_embed_arcface.py": 50, "test_cast_arrays.py": 40,
+                 "test_workflow.py": 40, "test_embed_sface.py": 30}
+
+
+def _unit_seconds(unit: str) -> int:
+    return _UNIT_SECONDS.get(unit, _UNIT_SECONDS.get(Path(unit).name, 0))
+
+
 def pytest_xdist_make_scheduler(config, log):
-    """`make test` runs `pytest -n 2 --dist loadscope`: work units from :func:`_worker_group`.
+    """`make test` runs `pytest -n 2 --dist loadscope`: work units from :func:`_worker_group`,
+    handed out in collection order (see :func:`pytest_collection_modifyitems`), a new unit
+    to a worker only once it runs the last test of its current one.
 
     (xdist's own `loadgroup` marks do not reach its scheduler under pytest 9.2, which
-    ignores the node id suffix xdist writes, so the grouping is done here.)
+    ignores the node id suffix xdist writes, so the grouping is done here. xdist's default
+    re-sorts units by test count and tops a worker up while it still has two tests to run:
+    a worker starting a six-minute test would hold the next unit hostage meanwhile.)
     """
     if config.getoption("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    config.option.loadscopereorder = False
+
     class FileGroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return _worker_group(nodeid.split("::", 1)[0])
+
+        def _reschedule(self, node) -> None:
+            # one pending test (the running one) is the least a worker needs: it runs a
+            # test only once it knows the next one (or is told to shut down)
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            if self._pending_of(self.assigned_work[node]) <= 1:
+                self._assign_work_unit(node)
 
     return FileGroupScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
-    """Put the two long work units first, the SLURM test last among them.
+    """Order work units longest first (:data:`_UNIT_SECONDS`), the SLURM test first in its
+    unit (its cluster start and run are the unit's longest part).
 
-    Workers take units in collection order, so the longest (the session demo run and the
-    tests on it; the scale runs) start at once instead of forming a tail. The SLURM test
-    no longer needs to be last of all: `local-slurm stop` parks slurm.conf, so later
-    Snakemake starts do not wait out `scontrol`'s 10 s timeout.
+    Workers take units in collection order, so the longest start at once instead of
+    forming a tail. The SLURM test need not be last: `local-slurm stop` parks slurm.conf,
+    so later Snakemake starts do not wait out `scontrol`'s 10 s timeout.
     """
-    order = {"demo_run": 0, "scale": 1}
-    items.sort(key=lambda item: (order.get(_worker_group(item.nodeid.split("::", 1)[0]), 2),
-                                 "slurm_cluster" in getattr(item, "fixturenames", ())))
+    position = {id(item): k for k, item in enumerate(items)}
+
+    def key(item):
+        unit = _worker_group(item.nodeid.split("::", 1)[0])
+        return (-_unit_seconds(unit), unit if _unit_seconds(unit) else "",
+                "slurm_cluster" not in getattr(item, "fixturenames", ()), position[id(item)])
+
+    items.sort(key=key)

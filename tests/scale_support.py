@@ -18,8 +18,11 @@ import hashlib
 import io
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -124,6 +127,56 @@ def result_files(workdir: Path) -> list[Path]:
 def temp_leftovers(workdir: Path) -> list[Path]:
     """Hidden temporary files of interrupted atomic writes (``.<name>.tmp-...``)."""
     return sorted(p for p in (workdir / "results").rglob(".*") if ".tmp-" in p.name)
+
+
+def session_pids(sid: int) -> list[int]:
+    """Processes of session ``sid`` (a run started with ``start_new_session=True``)."""
+    out = subprocess.run(["ps", "-e", "-o", "pid=,sid="], capture_output=True, text=True)
+    return [int(p) for p, s in (ln.split() for ln in out.stdout.splitlines()) if int(s) == sid]
+
+
+def start_and_kill(work: Path, cmd: list[str], timeout: float = 900) -> str:
+    """Start Snakemake ``cmd`` in its own session and SIGKILL the whole process group
+    mid-stage: once two jobs have finished and another is running (at the first moment a
+    hidden ``.tmp-`` Parquet is being written, if the poll catches one). Says when; fails
+    if the run ends first or a process of it survives the kill."""
+    log_path = work / "killed_run.log"
+    work.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, env=dict(os.environ,
+                                                                 PYTHONUNBUFFERED="1"))
+    deadline = time.monotonic() + timeout
+    when = ""
+    running_since = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError("the run finished before it could be interrupted:\n"
+                                 + log_path.read_text()[-3000:])
+        text = log_path.read_text()
+        finished = text.count("Finished jobid")
+        started = len(re.findall(r"^\s+jobid: \d+\s*$", text, re.M))
+        if finished >= 2 and started > finished:
+            if temp_leftovers(work):
+                when = f"while writing {temp_leftovers(work)[0].name}"
+            elif running_since is None:
+                running_since = time.monotonic()
+            elif time.monotonic() - running_since > 1.0:
+                when = f"with {started - finished} job(s) running"
+        if when:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            break
+        time.sleep(0.02)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError("no job ever ran to interrupt:\n" + log_path.read_text()[-3000:])
+    for _ in range(50):  # SIGKILL is asynchronous; give the kernel a moment
+        if not session_pids(proc.pid):
+            break
+        time.sleep(0.1)
+    assert not session_pids(proc.pid), "processes survived the kill"
+    return when
 
 
 def _parquet_digest(path: Path, workdir: Path | None = None) -> dict:

@@ -17,7 +17,8 @@ import shutil
 import urllib.parse
 
 import pytest
-from scale_support import run, scale_config, snakemake_cmd
+from conftest import copy_workdir
+from scale_support import reference_run, run, scale_config, snakemake_cmd
 
 from facecast.io.parquet_io import read_parquet, read_provenance
 
@@ -63,8 +64,11 @@ def _lists(work):
 
 @pytest.fixture(scope="module")
 def imported_run(tmp_path_factory):
-    work = tmp_path_factory.mktemp("eval_imports")
-    run(snakemake_cmd(work, config=_base_config()))
+    """A copy of the scale tests' finished tiny run (its config is :func:`_base_config`),
+    then the imports joined to it."""
+    assert scale_config() == _base_config()  # what reference_run ran
+    work = copy_workdir(reference_run(tmp_path_factory),
+                        tmp_path_factory.mktemp("eval_imports"))
     imports = _lists(work)
     cfg = _config(work, imports)
     proc = run(snakemake_cmd(work, config=cfg))

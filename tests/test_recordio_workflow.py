@@ -114,8 +114,9 @@ def insightface_run(tmp_path_factory):
     cfg["fairness"] = {"enabled": False}
     # stages about labels / demographics / covariates need label_* columns or the demo's
     # fair_pool protocol, which insightface data lacks: off
+    # (slice discovery and model comparisons have their tests on the session demo run)
     for section in ("audit", "features", "describe", "covariates", "quality", "demographics",
-                    "identification"):
+                    "identification", "slices", "compare"):
         if section in cfg:
             cfg[section] = {"enabled": False}
     work2 = tmp_path_factory.mktemp("insightface_run")
