@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,7 +221,8 @@ def _stable_slice(v: np.ndarray, start: int, stop: int, first: Any, last: Any) -
 
 
 def cast_rank_select(values: np.ndarray, lo_pct: float, hi_pct: float,
-                     ties: str = "argsort") -> np.ndarray:
+                     ties: str = "argsort", *,
+                     argsort: Callable[[], np.ndarray] | None = None) -> np.ndarray:
     """Mask of ``np.argsort(values)[round(N*lo/100):round(N*hi/100)-1]`` (CAST's slice).
 
     Exactly CAST's selection, in the array's own dtype (float32 as CAST ships it: a float64
@@ -231,6 +232,8 @@ def cast_rank_select(values: np.ndarray, lo_pct: float, hi_pct: float,
     time); otherwise the full ``np.argsort`` decides, as in CAST. ``ties="row_order"``
     cuts a tie in row order instead (``np.argsort(kind="stable")``), also in linear time:
     numpy's default order of tied values is an implementation detail of its sort.
+    ``argsort``, when given, returns ``np.argsort(values)`` (a cache shared by the slices of
+    one column, so a column is sorted at most once).
     """
     v = np.asarray(values)
     n = len(v)
@@ -249,7 +252,8 @@ def cast_rank_select(values: np.ndarray, lo_pct: float, hi_pct: float,
         return mask
     if ties == "row_order":
         return _stable_slice(v, start, stop, first, last)
-    mask[np.argsort(v)[start:stop]] = True     # CAST: default kind, NaN sorted last
+    order = argsort() if argsort is not None else np.argsort(v)
+    mask[order[start:stop]] = True             # CAST: default kind, NaN sorted last
     return mask
 
 

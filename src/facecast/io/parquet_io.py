@@ -74,16 +74,25 @@ def write_parquet(
     schema: pa.Schema | None = None,
     row_group_size: int | None = None,
     metadata: Mapping[str, str] | None = None,
+    use_dictionary: bool | list[str] = True,
+    column_encoding: Mapping[str, str] | None = None,
+    write_statistics: bool | list[str] = True,
 ) -> Path:
     """Atomically write ``data`` to ``path`` with facecast provenance metadata.
 
     ``metadata`` adds further string key/value pairs to the schema metadata (for small
     facts later stages read from the footer without scanning rows, e.g. shard lists).
+    ``use_dictionary``, ``column_encoding`` and ``write_statistics`` are passed to
+    ``pq.write_table`` (how the pages are encoded, which columns get min/max statistics;
+    the values read back are the same).
     """
     path = Path(path)
     table = _with_metadata(to_arrow(data, schema), provenance, metadata)
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, row_group_size=row_group_size, compression="zstd")
+        pq.write_table(table, tmp, row_group_size=row_group_size, compression="zstd",
+                       use_dictionary=use_dictionary,
+                       column_encoding=dict(column_encoding) if column_encoding else None,
+                       write_statistics=write_statistics)
     return path
 
 
