@@ -228,10 +228,11 @@ def cast_rank_select(values: np.ndarray, lo_pct: float, hi_pct: float,
     Exactly CAST's selection, in the array's own dtype (float32 as CAST ships it: a float64
     copy can order ties differently). Fast path: when the values just inside and just
     outside both ends of the slice differ (no tie is cut) and the slice holds no NaN, the
-    slice is every value between its end values, found with one ``np.partition`` (linear
-    time); otherwise the full ``np.argsort`` decides, as in CAST. ``ties="row_order"``
-    cuts a tie in row order instead (``np.argsort(kind="stable")``), also in linear time:
-    numpy's default order of tied values is an implementation detail of its sort.
+    slice is every value between its end values, read from one value sort (numpy's SIMD
+    ``np.sort`` of 32- and 64-bit types; ``np.partition`` for others); otherwise the full
+    ``np.argsort`` decides, as in CAST. ``ties="row_order"`` cuts a tie in row order
+    instead (``np.argsort(kind="stable")``) without sorting rows: numpy's default order of
+    tied values is an implementation detail of its sort.
     ``argsort``, when given, returns ``np.argsort(values)`` (a cache shared by the slices of
     one column, so a column is sorted at most once).
     """
@@ -242,8 +243,13 @@ def cast_rank_select(values: np.ndarray, lo_pct: float, hi_pct: float,
     mask = np.zeros(n, bool)
     if stop <= start:
         return mask
-    kth = sorted({k for k in (start - 1, start, stop - 1, stop) if 0 <= k < n})
-    part = np.partition(v, kth)
+    if v.dtype.kind in "fiu" and v.dtype.itemsize >= 4:
+        # the values at the slice's ends from a full value sort: numpy's SIMD sort of 32- and
+        # 64-bit types (AVX2 / AVX-512) took 0.4 s for 42M float32, np.partition 0.9 s
+        part = np.sort(v)
+    else:
+        part = np.partition(v, sorted({k for k in (start - 1, start, stop - 1, stop)
+                                       if 0 <= k < n}))
     first, last = part[start], part[stop - 1]
     tie_cut = ((start > 0 and not part[start - 1] < first)
                or (stop < n and not (last < part[stop] or np.isnan(part[stop]))))
