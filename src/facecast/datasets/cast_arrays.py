@@ -306,20 +306,23 @@ def read_path_blocks(path: str | os.PathLike, rows: np.ndarray, block: int = 1 <
                      ) -> Iterator[tuple[Any, Any, np.ndarray]]:
     """``(paths, identities, heads)`` (:func:`path_arrays`; ``heads``: rows whose identity
     differs from the previous row's in the block) of the rows ``rows`` (ascending) of a
-    fixed-width path ``.npy`` file, block by block (:func:`read_rows`). An ASCII span is
-    cast to one byte per character before its rows are picked (numpy's gather of wide
-    unicode items is slow)."""
+    fixed-width path ``.npy`` file, block by block (:func:`read_rows`). ASCII paths are cast
+    to one byte per character, before their rows are picked when most rows of the span
+    are (numpy's gather of wide unicode items is slow), after when few are."""
     for data, picked in _read_spans(path, rows, block):
         unit = 1 if data.dtype.kind == "S" else 4
         width = data.dtype.itemsize // unit
-        codes = (data.view(np.uint8 if unit == 1 else np.uint32).reshape(len(data), width)
-                 if width else None)
-        if codes is not None and int(codes.max()) < 128:
-            yield _ascii_columns(np.take(codes.astype(np.uint8, copy=unit == 1), picked,
-                                         axis=0))
-        else:
-            ids, folders = path_arrays(data[picked])
-            yield ids, folders, np.ones(len(picked), bool)
+        if width:
+            codes = data.view(np.uint8 if unit == 1 else np.uint32).reshape(len(data), width)
+            sparse = 4 * len(picked) < len(codes)       # few rows: pick them, then cast
+            if sparse:
+                codes = np.take(codes, picked, axis=0)
+            if int(codes.max()) < 128:                  # (fresh arrays: buf is reused)
+                small = codes.astype(np.uint8, copy=False)
+                yield _ascii_columns(small if sparse else np.take(small, picked, axis=0))
+                continue
+        ids, folders = path_arrays(data[picked])
+        yield ids, folders, np.ones(len(picked), bool)
 
 
 def identities(paths: np.ndarray) -> Any:
