@@ -17,11 +17,16 @@ Masks are multiplied (ANDed) after the exclusions (CAST's ``train_set`` mask: fa
 pool, rows not excluded and with a status in ``mining.statuses``).
 
 Exactness and speed: :func:`facecast.analysis.filtering.cast_rank_select` finds a slice
-with one ``np.partition`` when no tie is cut at its ends, and runs CAST's full
-``np.argsort`` (default kind, the column's own dtype: float32 as shipped) when one is, so
-tied rows at a slice end are cut exactly as CAST's code cuts them on the same numpy. A
-column is read from the ``.npy`` file block by block (never the whole N x K array), and
-filters run in a pool of worker processes (``threads``).
+from one value sort (numpy's SIMD ``np.sort``) when no tie is cut at its ends, and runs
+CAST's full ``np.argsort`` (default kind, the column's own dtype: float32 as shipped) when
+one is, so tied rows at a slice end are cut exactly as CAST's code cuts them on the same
+numpy; two tuples on one column share its read and its argsort. A column is read from the
+``.npy`` file block by block into one reused buffer (never the whole N x K array, never
+twice: the subset's values come from the same read), and columns run in a pool of worker
+processes (``threads``). The selected paths are read block by block with plain file reads
+and turned into Arrow strings from their code points (:func:`read_path_blocks`), and
+``subset.parquet`` is written without dictionary pages for the paths and identities
+(:data:`SUBSET_ENCODING`): the values read back are the same.
 """
 
 from __future__ import annotations
@@ -249,13 +254,21 @@ def write_array_subset(arrays: CastArrays, attributes_path: str | os.PathLike,
 
 def array_pool(manifest_path: str | os.PathLike, statuses: Sequence[str]) -> np.ndarray:
     """Rows of a ``cast_arrays`` manifest that may enter a benchmark (status in
-    ``statuses``, not excluded), in array row order; reads two columns only."""
+    ``statuses``, not excluded), in array row order; reads three columns only. The status
+    test runs on each chunk's dictionary (a handful of values), then maps its indices."""
     import pyarrow.parquet as pq
 
     t = pq.read_table(manifest_path, columns=["status", "exclude", "row"],
-                      read_dictionary=["status"])
-    ok = pc.is_in(t.column("status"), value_set=pa.array(list(statuses), type=pa.string()))
-    keep = pc.and_(ok, pc.invert(t.column("exclude"))).to_numpy(zero_copy_only=False)
+                      read_dictionary=["status"], use_threads=False)
+    allowed = set(statuses)
+    keep = np.empty(t.num_rows, bool)
+    at = 0
+    for chunk in t.column("status").chunks:
+        ok = np.array([v in allowed for v in chunk.dictionary.to_pylist()] + [False])
+        idx = chunk.indices.fill_null(len(ok) - 1).to_numpy(zero_copy_only=False)
+        keep[at:at + len(chunk)] = ok[idx]
+        at += len(chunk)
+    keep &= ~t.column("exclude").fill_null(False).to_numpy(zero_copy_only=False)
     rows = t.column("row").to_numpy()
     pool = np.zeros(len(rows), bool)
     pool[rows] = keep
