@@ -112,7 +112,7 @@ class AttributeFilter:
     #: ``description.txt`` as given; None for facecast's own ``filters``
     cast_bounds: tuple[Any, Any] | None = None
     #: how a CAST slice cuts tied values at its ends: ``argsort`` (numpy's default sort, as
-    #: CAST) or ``row_order`` (stable; linear time)
+    #: CAST) or ``row_order`` (stable; no argsort of the rows)
     ties: str = "argsort"
 
     @classmethod
