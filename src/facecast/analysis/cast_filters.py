@@ -121,14 +121,16 @@ def read_column(path: str | os.PathLike, j: int) -> np.ndarray:
     return read_columns(path, [j])[0]
 
 
-def _column_masks(args: tuple[str, int, Sequence[AttributeFilter], int, np.ndarray | None,
-                              bool]) -> tuple[list[tuple[np.ndarray, int]], np.ndarray | None]:
-    """Packed masks over all N rows of the filters on one column, with the column's valued
-    rows, and the column itself when ``keep`` (for the subset's values). One column read
-    and at most one full ``argsort`` serve every filter on the column. ``pool`` is needed
-    (and given) only by facecast-ranked filters, which rank over the pool."""
-    path, j, filters, n, pool, keep = args
-    v = read_column(path, j)
+def _column_masks(args: tuple[str | np.ndarray, int, Sequence[AttributeFilter], int,
+                              np.ndarray | None, bool]
+                  ) -> tuple[list[tuple[np.ndarray, int]], np.ndarray | None]:
+    """Packed masks over all N rows of the filters on column ``j`` (of the ``.npy`` file
+    ``source``, or ``source`` itself when it is the column already read), with the
+    column's valued rows, and the column itself when ``keep`` (for the subset's values).
+    One column read and at most one full ``argsort`` serve every filter on the column.
+    ``pool`` is needed (and given) only by facecast-ranked filters, which rank over it."""
+    source, j, filters, n, pool, keep = args
+    v = source if isinstance(source, np.ndarray) else read_column(source, j)
     n_valued = int(np.count_nonzero(~np.isnan(v))) if v.dtype.kind == "f" else n
     order: list[np.ndarray] = []
 
@@ -180,6 +182,9 @@ def select_from_arrays(arrays: CastArrays, attributes_path: str | os.PathLike,
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as ex:
             done = list(ex.map(_column_masks, jobs))
     else:
+        if values is not None and len(jobs) > 1:   # kept anyway: all columns in one pass
+            read = read_columns(attributes_path, [job[1] for job in jobs])
+            jobs = [(column, *job[1:]) for column, job in zip(read, jobs, strict=True)]
         done = [_column_masks(job) for job in jobs]
     results: list[tuple[np.ndarray, int]] = [(np.empty(0, np.uint8), 0)] * len(filters)
     for (a, idx), (masks, column) in zip(by_column.items(), done, strict=True):
