@@ -144,11 +144,12 @@ def one_benchmark(args: tuple) -> tuple[str, float, int, float]:
     arrays = open_cast_arrays(spec)
     pool = ~arrays.exclude_mask()
     filters = parse_cast_filters(ts, name, ties)
-    mask, report = select_from_arrays(arrays, spec["attributes"], filters, pool)
+    values: dict = {}
+    mask, report = select_from_arrays(arrays, spec["attributes"], filters, pool, values=values)
     d = Path(out) / "benchmarks" / name
     d.mkdir(parents=True, exist_ok=True)
     write_array_subset(arrays, spec["attributes"], spec["paths"], mask, filters, report,
-                       d / "subset.parquet", d / "description.txt")
+                       d / "subset.parquet", d / "description.txt", values=values)
     return name, time.perf_counter() - t, int(mask.sum()), peak_rss_gb(), cpu_s() - c
 
 

@@ -17,6 +17,7 @@ from conftest import REPO, run_snakemake
 from facecast.analysis.cast_filters import (
     build_array_subset,
     parse_cast_filters,
+    read_columns,
     select_from_arrays,
 )
 from facecast.analysis.cast_random import cast_random_pairs, identity_runs
@@ -25,7 +26,13 @@ from facecast.analysis.mining_config import MiningConfig
 from facecast.attributes.cast_arrays import write_cast_attributes
 from facecast.config.check import ConfigError, check_config
 from facecast.config.prepare import resolve_config
-from facecast.datasets.cast_arrays import array_errors, open_cast_arrays
+from facecast.datasets.cast_arrays import (
+    array_errors,
+    open_cast_arrays,
+    path_arrays,
+    read_path_blocks,
+    read_rows,
+)
 from facecast.datasets.cast_manifest import build_cast_manifest
 from facecast.datasets.manifest import DatasetError, read_shard_ids
 from facecast.io.parquet_io import read_metadata
@@ -159,6 +166,7 @@ def cast_filter_reference(attr, columns, train_set, tuples):
     [["age", "abs", 35, 45]],
     [["Heavy_Makeup", "rank", 0, 20], ["age", "rank", 67, 100]],
     [["age", "rank", 0, 0]],
+    [["Heavy_Makeup", "rank", 10, 100], ["Heavy_Makeup", "rank", 0, 80]],  # one argsort
 ])
 def test_cast_tuples_select_what_casts_filter_py_selects(tmp_path, tuples):
     spec = make_arrays(tmp_path / "a", n_ids=60, per=7, seed=5)
@@ -172,6 +180,22 @@ def test_cast_tuples_select_what_casts_filter_py_selects(tmp_path, tuples):
                                     np.load(spec["exclude_mask"]), tuples)
         np.testing.assert_array_equal(mask, ref)
         assert report["n_subset"] == ref.sum()
+
+
+def test_two_tuples_on_one_column_sort_it_once(tmp_path, monkeypatch):
+    spec = make_arrays(tmp_path / "a", n_ids=60, per=7, seed=5)  # Heavy_Makeup: 5 values
+    arrays = open_cast_arrays(spec)
+    calls = []
+    argsort = np.argsort
+    monkeypatch.setattr(np, "argsort", lambda *a, **k: calls.append(1) or argsort(*a, **k))
+    tuples = [["Heavy_Makeup", "rank", 10, 100], ["Heavy_Makeup", "rank", 0, 80]]
+    mask, _ = select_from_arrays(arrays, spec["attributes"], parse_cast_filters(tuples),
+                                 ~arrays.exclude_mask())
+    assert len(calls) == 1                    # both slices cut a tie: one sort serves both
+    monkeypatch.setattr(np, "argsort", argsort)
+    ref = cast_filter_reference(np.load(spec["attributes"]), COLUMNS,
+                                np.load(spec["exclude_mask"]), tuples)
+    np.testing.assert_array_equal(mask, ref)
 
 
 def test_rank_slice_fast_path_equals_argsort_with_ties_and_nan():
@@ -191,6 +215,38 @@ def test_rank_slice_fast_path_equals_argsort_with_ties_and_nan():
         stable = np.zeros(n, bool)                  # cast_ties: row_order, linear time
         stable[np.argsort(v, kind="stable")[cut]] = True
         np.testing.assert_array_equal(cast_rank_select(v, lo, hi, "row_order"), stable)
+
+
+@pytest.mark.parametrize("kind", ["U", "S"])
+def test_selected_paths_read_in_blocks_equal_numpy(tmp_path, kind):
+    """Block reads + vectorised conversion give numpy's strings and os.path.dirname
+    folders: fixed and varying widths, nested and missing folders, non-ASCII (U only)."""
+    rng = np.random.default_rng(3)
+    paths = [f"0_0_{i // 3:07d}/{i % 3}.jpg" for i in range(300)]
+    odd = ["a/b/c.jpg", "x.jpg", "", "dir/", "d/e\x00f.jpg", "long_folder_name/1.jpg",
+           "q/" + "z" * 30, "é/ü.jpg"]
+    for i, p in zip(rng.choice(300, len(odd), replace=False), odd, strict=True):
+        paths[i] = p
+    for variant in (paths[:200], paths):     # fixed-width folders only, then mixed
+        arr = np.array(variant) if kind == "U" else np.array([p.encode() for p in variant])
+        np.save(tmp_path / "p.npy", arr)
+        ref = arr if kind == "U" else np.char.decode(arr, "utf-8")
+        for rows in (np.arange(len(arr)), np.sort(rng.choice(len(arr), 37, replace=False)),
+                     np.array([len(arr) - 1])):
+            got = list(read_path_blocks(tmp_path / "p.npy", rows, block=16))
+            ids = [s for b in got for s in b[0].to_pylist()]
+            folders = [s for b in got for s in b[1].to_pylist()]
+            assert ids == ref[rows].tolist()
+            assert folders == [p.rsplit("/", 1)[0] if "/" in p else "" for p in ids]
+            heads = {s for b in got for s in b[1].filter(b[2]).to_pylist()}
+            assert heads == set(folders)               # every identity has a head row
+            np.testing.assert_array_equal(
+                np.concatenate(list(read_rows(tmp_path / "p.npy", rows, block=16))), arr[rows])
+        assert path_arrays(arr)[0].to_pylist() == ref.tolist()
+    cols = np.random.default_rng(1).random((1000, 5)).astype(np.float32)
+    np.save(tmp_path / "c.npy", cols)
+    for got, j in zip(read_columns(tmp_path / "c.npy", [4, 0, 4]), [4, 0, 4], strict=True):
+        np.testing.assert_array_equal(got, cols[:, j])
 
 
 def test_description_and_subset_of_an_arrays_benchmark(tmp_path):

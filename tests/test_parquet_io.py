@@ -81,6 +81,22 @@ def test_stream_writer_leaves_named_columns_uncompressed(tmp_path: Path) -> None
     assert pd.read_parquet(target)["blob"].tolist() == [b"x" * 100] * 50
 
 
+def test_page_encodings_change_the_file_not_the_values(tmp_path: Path) -> None:
+    """Delta-coded counters and non-dictionary strings read back as written."""
+    table = pa.table({"row": list(range(1000)), "s": [f"p{i % 7}" for i in range(1000)],
+                      "x": [i / 3 for i in range(1000)]})
+    with ParquetStreamWriter(tmp_path / "s.parquet", table.schema,
+                             column_encoding={"row": "DELTA_BINARY_PACKED"}) as w:
+        w.write(table)
+    write_parquet(table, tmp_path / "w.parquet", use_dictionary=["s"],
+                  column_encoding={"row": "DELTA_BINARY_PACKED", "x": "BYTE_STREAM_SPLIT"},
+                  write_statistics=["row"])
+    for name in ("s.parquet", "w.parquet"):
+        assert read_parquet(tmp_path / name).equals(table.to_pandas())
+        col = pq.ParquetFile(tmp_path / name).metadata.row_group(0).column(0)
+        assert "DELTA_BINARY_PACKED" in col.encodings
+
+
 def test_inspect_directory_of_shards(tmp_path: Path) -> None:
     for i in range(3):
         write_parquet(pd.DataFrame({"image_id": [f"{i}a", f"{i}b"], "crop": [b"x" * 10, None],

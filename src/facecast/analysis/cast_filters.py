@@ -17,11 +17,16 @@ Masks are multiplied (ANDed) after the exclusions (CAST's ``train_set`` mask: fa
 pool, rows not excluded and with a status in ``mining.statuses``).
 
 Exactness and speed: :func:`facecast.analysis.filtering.cast_rank_select` finds a slice
-with one ``np.partition`` when no tie is cut at its ends, and runs CAST's full
-``np.argsort`` (default kind, the column's own dtype: float32 as shipped) when one is, so
-tied rows at a slice end are cut exactly as CAST's code cuts them on the same numpy. A
-column is read from the ``.npy`` file block by block (never the whole N x K array), and
-filters run in a pool of worker processes (``threads``).
+from one value sort (numpy's SIMD ``np.sort``) when no tie is cut at its ends, and runs
+CAST's full ``np.argsort`` (default kind, the column's own dtype: float32 as shipped) when
+one is, so tied rows at a slice end are cut exactly as CAST's code cuts them on the same
+numpy; two tuples on one column share its read and its argsort. A column is read from the
+``.npy`` file block by block into one reused buffer (never the whole N x K array, never
+twice: the subset's values come from the same read), and columns run in a pool of worker
+processes (``threads``). The selected paths are read block by block with plain file reads
+and turned into Arrow strings from their code points (:func:`read_path_blocks`), and
+``subset.parquet`` is written without dictionary pages for the paths and identities
+(:data:`SUBSET_ENCODING`): the values read back are the same.
 """
 
 from __future__ import annotations
@@ -44,12 +49,14 @@ from facecast.analysis.filtering import (
     describe_filters,
     filter_mask,
 )
-from facecast.datasets.cast_arrays import CastArrays, npy_layout, path_arrays, read_rows
+from facecast.datasets.cast_arrays import CastArrays, npy_layout, read_path_blocks
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet
 
 #: rows per block when a column is read from the ``.npy`` file
-READ_ROWS = 1 << 20
+READ_ROWS = 1 << 18
+#: subset columns that are not filtered attributes
+KEY_NAMES = ("image_id", "identity", "split", "row")
 
 
 def parse_cast_filter(spec: Sequence[Any], bench: str = "", i: int = 0,
@@ -83,44 +90,78 @@ def parse_cast_filters(specs: Sequence[Sequence[Any]], bench: str = "",
     return [parse_cast_filter(s, bench, i, ties) for i, s in enumerate(specs or [])]
 
 
-def read_column(path: str | os.PathLike, j: int) -> np.ndarray:
-    """Column ``j`` of a 2-D C-order ``.npy`` file, read block by block in its own dtype
-    (the file is never mapped or loaded whole)."""
+def read_columns(path: str | os.PathLike, js: Sequence[int]) -> list[np.ndarray]:
+    """Columns ``js`` of a 2-D C-order ``.npy`` file in one pass, each in the file's dtype,
+    read block by block into one reused buffer (the file is never mapped or loaded whole)."""
     (n, k), dtype, offset = npy_layout(path)
-    with open(path, "rb") as fh:
+    outs = [np.empty(n, dtype=dtype) for _ in js]
+    row_bytes = k * dtype.itemsize
+    if not n or not row_bytes:
+        return outs
+    buf = np.empty(min(READ_ROWS, n) * k, dtype)
+    raw = memoryview(buf).cast("B")
+    with open(path, "rb", buffering=0) as fh:
         fh.seek(offset)
-        out = np.empty(n, dtype=dtype)
-        row_bytes = k * dtype.itemsize
         for lo in range(0, n, READ_ROWS):
             rows = min(READ_ROWS, n - lo)
-            block = np.frombuffer(fh.read(rows * row_bytes), dtype=dtype).reshape(rows, k)
-            out[lo:lo + rows] = block[:, j]
-    return out
+            done = 0
+            while done < rows * row_bytes:
+                got = fh.readinto(raw[done:rows * row_bytes])
+                if not got:
+                    raise FilterError(f"{path}: file ends before row {n - 1}")
+                done += got
+            block = buf[:rows * k].reshape(rows, k)
+            for out, j in zip(outs, js, strict=True):
+                out[lo:lo + rows] = block[:, j]
+    return outs
 
 
-def _one_mask(args: tuple[str, int, AttributeFilter, int, np.ndarray | None]
-              ) -> tuple[np.ndarray, int]:
-    """Packed mask of one filter over all N rows, and its valued rows. ``pool`` is needed
-    (and given) only by a facecast-ranked filter, which ranks over the pool."""
-    path, j, f, n, pool = args
-    v = read_column(path, j)
+def read_column(path: str | os.PathLike, j: int) -> np.ndarray:
+    """Column ``j`` of a 2-D C-order ``.npy`` file (:func:`read_columns`)."""
+    return read_columns(path, [j])[0]
+
+
+def _column_masks(args: tuple[str | np.ndarray, int, Sequence[AttributeFilter], int,
+                              np.ndarray | None, bool]
+                  ) -> tuple[list[tuple[np.ndarray, int]], np.ndarray | None]:
+    """Packed masks over all N rows of the filters on column ``j`` (of the ``.npy`` file
+    ``source``, or ``source`` itself when it is the column already read), with the
+    column's valued rows, and the column itself when ``keep`` (for the subset's values).
+    One column read and at most one full ``argsort`` serve every filter on the column.
+    ``pool`` is needed (and given) only by facecast-ranked filters, which rank over it."""
+    source, j, filters, n, pool, keep = args
+    v = source if isinstance(source, np.ndarray) else read_column(source, j)
     n_valued = int(np.count_nonzero(~np.isnan(v))) if v.dtype.kind == "f" else n
-    if f.mode == "rank" and (f.cast_bounds is not None or f.rank_method == "cast"):
-        lo, hi = (f.cast_bounds if f.cast_bounds is not None
-                  else (round(f.low * 100, 9), round(f.high * 100, 9)))
-        m = cast_rank_select(v, float(lo), float(hi), f.ties)
-    else:
-        m = filter_mask(v, pool if pool is not None else np.ones(n, bool), f)
-    return np.packbits(m), n_valued
+    order: list[np.ndarray] = []
+
+    def argsort() -> np.ndarray:         # CAST's full argsort, once per column
+        if not order:
+            order.append(np.argsort(v))
+        return order[0]
+
+    out = []
+    for f in filters:
+        if f.mode == "rank" and (f.cast_bounds is not None or f.rank_method == "cast"):
+            lo, hi = (f.cast_bounds if f.cast_bounds is not None
+                      else (round(f.low * 100, 9), round(f.high * 100, 9)))
+            m = cast_rank_select(v, float(lo), float(hi), f.ties, argsort=argsort)
+        else:
+            m = filter_mask(v, pool if pool is not None else np.ones(n, bool), f)
+        out.append((np.packbits(m), n_valued))
+    return out, (v if keep else None)
 
 
 def select_from_arrays(arrays: CastArrays, attributes_path: str | os.PathLike,
                        filters: Sequence[AttributeFilter], pool: np.ndarray, *,
-                       workers: int = 1) -> tuple[np.ndarray, dict[str, Any]]:
+                       workers: int = 1, values: dict[str, np.ndarray] | None = None
+                       ) -> tuple[np.ndarray, dict[str, Any]]:
     """Mask of the benchmark's rows (pool AND every filter) and the per-filter counts.
 
     CAST tuples and ``rank_method: cast`` filters rank over all N rows (CAST's slice);
-    facecast-ranked filters over the pool's valued rows, as on an attribute table.
+    facecast-ranked filters over the pool's valued rows, as on an attribute table. Each
+    column is read once, whatever the number of filters on it; ``values`` (a dict), when
+    given, receives each filtered column (all N rows) for :func:`write_array_subset`
+    (with ``workers`` 1; columns read in worker processes are not sent back).
     """
     n = arrays.n_rows
     missing = [f.attribute for f in filters if f.attribute not in arrays.columns]
@@ -128,15 +169,29 @@ def select_from_arrays(arrays: CastArrays, attributes_path: str | os.PathLike,
         raise FilterError(f"attribute column(s) {missing} not in columns.csv; available: "
                           f"{arrays.columns}")
     pool = np.asarray(pool, bool)
-    jobs = [(os.fspath(attributes_path), arrays.columns.index(f.attribute), f, n,
-             pool if (f.mode == "rank" and f.cast_bounds is None
-                      and f.rank_method != "cast") else None)
-            for f in filters]
-    if workers > 1 and len(jobs) > 1:
+    by_column: dict[str, list[int]] = {}
+    for i, f in enumerate(filters):
+        by_column.setdefault(f.attribute, []).append(i)
+    parallel = workers > 1 and len(by_column) > 1
+    jobs = [(os.fspath(attributes_path), arrays.columns.index(a), [filters[i] for i in idx],
+             n, pool if any(filters[i].mode == "rank" and filters[i].cast_bounds is None
+                            and filters[i].rank_method != "cast" for i in idx) else None,
+             values is not None and not parallel)
+            for a, idx in by_column.items()]
+    if parallel:
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as ex:
-            results = list(ex.map(_one_mask, jobs))
+            done = list(ex.map(_column_masks, jobs))
     else:
-        results = [_one_mask(job) for job in jobs]
+        if values is not None and len(jobs) > 1:   # kept anyway: all columns in one pass
+            read = read_columns(attributes_path, [job[1] for job in jobs])
+            jobs = [(column, *job[1:]) for column, job in zip(read, jobs, strict=True)]
+        done = [_column_masks(job) for job in jobs]
+    results: list[tuple[np.ndarray, int]] = [(np.empty(0, np.uint8), 0)] * len(filters)
+    for (a, idx), (masks, column) in zip(by_column.items(), done, strict=True):
+        for i, r in zip(idx, masks, strict=True):
+            results[i] = r
+        if values is not None and column is not None:
+            values[a] = column
     mask = np.asarray(pool, bool).copy()
     report: dict[str, Any] = {"n_rows": n, "n_pool": int(mask.sum()), "filters": []}
     for f, (packed, n_valued) in zip(filters, results, strict=True):
@@ -152,48 +207,73 @@ def select_from_arrays(arrays: CastArrays, attributes_path: str | os.PathLike,
     return mask, report
 
 
+#: Parquet page settings of ``subset.parquet`` (the values read back are the same):
+#: dictionary pages only for ``split`` (unique paths and runs of identities compress better
+#: and faster without), rows delta-coded, float values byte-split, no min/max statistics
+#: for the two string columns (nothing filters a subset file on them)
+SUBSET_ENCODING = {"row": "DELTA_BINARY_PACKED"}
+
+
 def write_array_subset(arrays: CastArrays, attributes_path: str | os.PathLike,
                        paths_path: str | os.PathLike, mask: np.ndarray,
                        filters: Sequence[AttributeFilter], report: dict[str, Any],
                        subset_path: str | os.PathLike, description_path: str | os.PathLike, *,
-                       provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                       provenance: Mapping[str, Any] | None = None,
+                       values: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
     """``subset.parquet`` (``image_id`` = path, ``identity``, ``split``, ``row``, each
-    filtered attribute) and ``description.txt`` of the selected rows; return ``report``."""
+    filtered attribute) and ``description.txt`` of the selected rows; return ``report``.
+
+    ``values``: filtered columns already read (:func:`select_from_arrays`); others are
+    read from the file."""
     rows = np.flatnonzero(mask)
-    image_id, ident = [], []
+    image_id, ident, heads = [], [], []
     # block by block with file reads: no N-long copy, no mapped page left resident
-    for block in (read_rows(paths_path, rows) if len(rows) else []):
-        if block.dtype.kind == "S":
-            block = np.char.decode(block, "utf-8")
-        ids, folders = path_arrays(block)
+    for ids, folders, first in read_path_blocks(paths_path, rows):
         image_id.append(ids)
         ident.append(folders)
+        heads.append(folders.filter(pa.array(first)))   # each identity run once
     table = {"image_id": pa.chunked_array(image_id, type=pa.string()),
              "identity": pa.chunked_array(ident, type=pa.string()),
              "split": pa.DictionaryArray.from_arrays(np.zeros(len(rows), np.int8), ["all"]),
              "row": pa.array(rows.astype(np.int64))}
-    for a in dict.fromkeys(f.attribute for f in filters):
-        table[a] = pa.array(read_column(attributes_path, arrays.columns.index(a))[rows]
-                            .astype(np.float64))
-    report["n_identities"] = int(len(pc.unique(table["identity"]))) if len(rows) else 0
+    attrs = list(dict.fromkeys(f.attribute for f in filters))
+    for a in attrs:
+        column = (values or {}).get(a)
+        if column is None:
+            column = read_column(attributes_path, arrays.columns.index(a))
+        table[a] = pa.array(column[rows].astype(np.float64))
+    report["n_identities"] = (len(pc.unique(pa.chunked_array(heads, type=pa.string())))
+                              if len(rows) else 0)
     prov = dict(provenance or {})
     prov.update({"stage": "benchmark_subset", "source": "cast_arrays",
                  "filters": [{k: v for k, v in vars(f).items()} for f in filters]})
+    encoding = dict(SUBSET_ENCODING)
+    encoding.update({a: "BYTE_STREAM_SPLIT" for a in attrs if a not in KEY_NAMES})
     write_parquet(pa.table(table), subset_path, provenance=prov,
-                  metadata={"facecast.subset_report": json.dumps(report, default=str)})
+                  metadata={"facecast.subset_report": json.dumps(report, default=str)},
+                  use_dictionary=["split"], column_encoding=encoding,
+                  write_statistics=[c for c in table if c not in ("image_id", "identity")])
     write_text(description_path, describe_filters(filters))
     return report
 
 
 def array_pool(manifest_path: str | os.PathLike, statuses: Sequence[str]) -> np.ndarray:
     """Rows of a ``cast_arrays`` manifest that may enter a benchmark (status in
-    ``statuses``, not excluded), in array row order; reads two columns only."""
+    ``statuses``, not excluded), in array row order; reads three columns only. The status
+    test runs on each chunk's dictionary (a handful of values), then maps its indices."""
     import pyarrow.parquet as pq
 
     t = pq.read_table(manifest_path, columns=["status", "exclude", "row"],
-                      read_dictionary=["status"])
-    ok = pc.is_in(t.column("status"), value_set=pa.array(list(statuses), type=pa.string()))
-    keep = pc.and_(ok, pc.invert(t.column("exclude"))).to_numpy(zero_copy_only=False)
+                      read_dictionary=["status"], use_threads=False)
+    allowed = set(statuses)
+    keep = np.empty(t.num_rows, bool)
+    at = 0
+    for chunk in t.column("status").chunks:
+        ok = np.array([v in allowed for v in chunk.dictionary.to_pylist()] + [False])
+        idx = chunk.indices.fill_null(len(ok) - 1).to_numpy(zero_copy_only=False)
+        keep[at:at + len(chunk)] = ok[idx]
+        at += len(chunk)
+    keep &= ~t.column("exclude").fill_null(False).to_numpy(zero_copy_only=False)
     rows = t.column("row").to_numpy()
     pool = np.zeros(len(rows), bool)
     pool[rows] = keep
@@ -216,8 +296,9 @@ def build_array_subset(spec: Mapping[str, Any], manifest_path: str | os.PathLike
                + parse_cast_filters(bench_cfg.get("cast_filters") or [], bench,
                                     bench_cfg.get("cast_ties", "argsort")))
     pool = array_pool(manifest_path, statuses)
+    values: dict[str, np.ndarray] = {}
     mask, report = select_from_arrays(arrays, Path(str(spec["attributes"])), filters, pool,
-                                      workers=workers)
+                                      workers=workers, values=values)
     return write_array_subset(arrays, Path(str(spec["attributes"])), Path(str(spec["paths"])),
                               mask, filters, report, subset_path, description_path,
-                              provenance=provenance)
+                              provenance=provenance, values=values)

@@ -170,39 +170,159 @@ def _as_str(paths: np.ndarray) -> np.ndarray:
     return paths if paths.dtype.kind == "U" else np.char.decode(paths, "utf-8")
 
 
+def _ascii_codes(paths: np.ndarray) -> np.ndarray | None:
+    """The fixed-width paths as an ``(n, width)`` uint8 matrix of ASCII codes (NUL-padded
+    at the end, as numpy pads), or None when a path has a non-ASCII character."""
+    p = np.ascontiguousarray(paths)
+    unit = 1 if p.dtype.kind == "S" else 4
+    width = p.dtype.itemsize // unit
+    if not width or not len(p):
+        return np.zeros((len(p), width), np.uint8)
+    codes = p.view(np.uint8 if unit == 1 else np.uint32).reshape(len(p), width)
+    if int(codes.max()) >= 128:
+        return None
+    return codes if unit == 1 else codes.astype(np.uint8)
+
+
+def _end_of_last(hit: np.ndarray) -> np.ndarray:
+    """Per row of a bool matrix: 1 + the column of its last True (0 when none)."""
+    n, w = hit.shape
+    if not w:
+        return np.zeros(n, np.int64)
+    back = np.argmax(hit[:, ::-1], axis=1)
+    found = hit[np.arange(n), w - 1 - back]
+    return np.where(found, w - back, 0)
+
+
 def _strings(codes: np.ndarray, lengths: np.ndarray) -> Any:
-    """A pyarrow string array of the first ``lengths[i]`` ASCII codes of each row."""
+    """A pyarrow string array of the first ``lengths[i]`` ASCII codes (uint8) of each row;
+    equal lengths take a contiguous slice, no per-row mask."""
     import pyarrow as pa
 
     n, w = codes.shape
-    keep = np.arange(w)[None, :] < lengths[:, None]
-    data = codes[keep].astype(np.uint8)
+    if n and int(lengths.min()) == int(lengths.max()):
+        data = np.ascontiguousarray(codes[:, :int(lengths[0])]).reshape(-1)
+    else:
+        data = codes[np.arange(w)[None, :] < lengths[:, None]]
     offsets = np.zeros(n + 1, np.int32 if data.size < 2**31 else np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    np.cumsum(lengths, dtype=offsets.dtype, out=offsets[1:])
     kind = pa.string() if offsets.dtype == np.int32 else pa.large_string()
     return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _fixed_folder(codes: np.ndarray) -> int | None:
+    """The column of the last ``/`` when it is the same in every row (WebFace42M's
+    fixed-width identity folders), else None."""
+    slashes = np.flatnonzero(codes[0] == ord("/")) if len(codes) else []
+    if not len(slashes):
+        return None
+    k = int(slashes[-1])
+    if (codes[:, k] == ord("/")).all() and not (codes[:, k + 1:] == ord("/")).any():
+        return k
+    return None
+
+
+def _rows_differ(keys: np.ndarray) -> np.ndarray:
+    """``keys[i] != keys[i - 1]`` for i >= 1, rows of a C-contiguous uint8 matrix compared
+    as raw bytes."""
+    v = keys.view(np.dtype((np.void, keys.shape[1]))).reshape(-1)
+    return v[1:] != v[:-1]
+
+
+def _ascii_columns(codes: np.ndarray) -> tuple[Any, Any, np.ndarray]:
+    """``(paths, identities, heads)`` of ASCII code rows (uint8, NUL-padded at the end);
+    ``heads`` marks the rows whose identity differs from the previous row's (row 0 too)."""
+    n, w = codes.shape
+    full = (bool(codes[:, -1].all()) if n else False) if w else True
+    lengths = np.full(n, w, np.int64) if full else _end_of_last(codes != 0)
+    heads = np.ones(n, bool)
+    k = _fixed_folder(codes) if w else None
+    if k is not None:                       # one folder width: a contiguous slice
+        folder = np.full(n, k, np.int64)
+        if n > 1 and k:
+            heads[1:] = _rows_differ(np.ascontiguousarray(codes[:, :k]))
+        elif n > 1:
+            heads[1:] = False
+    else:
+        folder = np.maximum(_end_of_last(codes == ord("/")) - 1, 0)
+        if n > 1 and w:
+            # each row's folder bytes, zero beyond, compared with the previous row's
+            kept = np.where(np.arange(w)[None, :] < folder[:, None], codes, 0)
+            heads[1:] = _rows_differ(np.ascontiguousarray(kept)) \
+                | (folder[1:] != folder[:-1])
+        elif n > 1:
+            heads[1:] = False
+    return _strings(codes, lengths), _strings(codes, folder), heads
 
 
 def path_arrays(paths: np.ndarray) -> tuple[Any, Any]:
     """``(paths, identities)`` of a block of fixed-width paths as pyarrow string arrays; the
     identity is the folder (``os.path.dirname``, as CAST's ``make_id_array``; '' for a
-    path without one). ASCII paths are converted without a Python object per row."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    path without one). ASCII paths are converted from their code units with numpy (one
+    uint8 matrix, no Python object per row); others through pyarrow."""
+    codes = _ascii_codes(np.asarray(paths))
+    if codes is not None:
+        return _ascii_columns(codes)[:2]
+    return _unicode_columns(paths)
 
+
+def _utf8_strings(codes: np.ndarray, lengths: np.ndarray) -> Any:
+    """A pyarrow string array of the first ``lengths[i]`` UTF-32 code points of each row:
+    the kept code points are encoded to UTF-8 in one codec call, the offsets counted from
+    each code point's UTF-8 width (no Python object per row)."""
+    import pyarrow as pa
+
+    n, w = codes.shape
+    cps = np.ascontiguousarray(codes[np.arange(w)[None, :] < lengths[:, None]])
+    try:
+        data = cps.tobytes().decode("utf-32-le").encode("utf-8")
+    except (UnicodeDecodeError, UnicodeEncodeError) as exc:
+        raise DatasetError(f"path array holds a code point that is not valid Unicode "
+                           f"({exc})") from exc
+    width = (1 + (cps >= 0x80).astype(np.int64) + (cps >= 0x800) + (cps >= 0x10000))
+    cum = np.zeros(len(cps) + 1, np.int64)
+    np.cumsum(width, out=cum[1:])
+    ends = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=ends[1:])
+    offsets = cum[ends]
+    if len(data) < 2**31:
+        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(
+            offsets.astype(np.int32)), pa.py_buffer(data)])
+    return pa.Array.from_buffers(pa.large_string(), n,
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _unicode_columns(paths: np.ndarray) -> tuple[Any, Any]:
+    """:func:`path_arrays` of paths with non-ASCII characters, from their UTF-32 code
+    points (numpy's own layout; ``S`` paths are decoded as UTF-8 first)."""
     p = np.ascontiguousarray(_as_str(np.asarray(paths)))
-    width = p.dtype.itemsize // 4
-    codes = p.view(np.uint32).reshape(len(p), width) if width else np.zeros((len(p), 0),
-                                                                            np.uint32)
-    if len(p) and width and int(codes.max()) < 128:
-        nz = codes != 0                        # numpy pads with NUL at the end only
-        lengths = np.where(nz.any(axis=1), width - np.argmax(nz[:, ::-1], axis=1), 0)
-        slash = codes == ord("/")
-        last = np.where(slash.any(axis=1), width - 1 - np.argmax(slash[:, ::-1], axis=1), 0)
-        return _strings(codes, lengths), _strings(codes, last)
-    arr = pa.array(p, type=pa.string())
-    folder = pc.replace_substring_regex(arr, r"/[^/]*$", "")
-    return arr, pc.if_else(pc.match_substring(arr, "/"), folder, "")
+    codes = p.view(np.uint32).reshape(len(p), p.dtype.itemsize // 4)
+    lengths = _end_of_last(codes != 0)
+    folder = np.maximum(_end_of_last(codes == ord("/")) - 1, 0)
+    return _utf8_strings(codes, lengths), _utf8_strings(codes, folder)
+
+
+def read_path_blocks(path: str | os.PathLike, rows: np.ndarray, block: int = 1 << 18
+                     ) -> Iterator[tuple[Any, Any, np.ndarray]]:
+    """``(paths, identities, heads)`` (:func:`path_arrays`; ``heads``: rows whose identity
+    differs from the previous row's in the block) of the rows ``rows`` (ascending) of a
+    fixed-width path ``.npy`` file, block by block (:func:`read_rows`). ASCII paths are cast
+    to one byte per character, before their rows are picked when most rows of the span
+    are (numpy's gather of wide unicode items is slow), after when few are."""
+    for data, picked in _read_spans(path, rows, block):
+        unit = 1 if data.dtype.kind == "S" else 4
+        width = data.dtype.itemsize // unit
+        if width:
+            codes = data.view(np.uint8 if unit == 1 else np.uint32).reshape(len(data), width)
+            sparse = 4 * len(picked) < len(codes)       # few rows: pick them, then cast
+            if sparse:
+                codes = np.take(codes, picked, axis=0)
+            if int(codes.max()) < 128:                  # (fresh arrays: buf is reused)
+                small = codes.astype(np.uint8, copy=False)
+                yield _ascii_columns(small if sparse else np.take(small, picked, axis=0))
+                continue
+        ids, folders = path_arrays(data[picked])
+        yield ids, folders, np.ones(len(picked), bool)
 
 
 def identities(paths: np.ndarray) -> Any:
@@ -310,20 +430,50 @@ def npy_layout(path: str | os.PathLike) -> tuple[tuple[int, ...], np.dtype, int]
     return tuple(shape), dtype, offset
 
 
-def read_rows(path: str | os.PathLike, rows: np.ndarray, block: int = CHUNK_ROWS
-              ) -> Iterator[np.ndarray]:
-    """The rows ``rows`` (ascending) of a ``.npy`` file, in blocks of at most ``block``
-    rows, read with plain file reads: unlike a memory map, nothing stays resident."""
+def _read_spans(path: str | os.PathLike, rows: np.ndarray, block: int
+                ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(span, picked)`` per block: ``span`` the file rows from the block's first selected
+    row on (at most ``block`` rows, one plain read into a buffer reused for every block:
+    valid until the next block), ``picked`` the selected rows' positions in it. File spans
+    holding no selected row are skipped."""
     shape, dtype, offset = npy_layout(path)
-    row_bytes = dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
+    inner = int(np.prod(shape[1:], dtype=np.int64))
+    row_bytes = dtype.itemsize * inner
     rows = np.asarray(rows, np.int64)
-    with open(path, "rb") as fh:
+    if not len(rows):
+        return
+    if not row_bytes:
         for lo in range(0, len(rows), block):
             want = rows[lo:lo + block]
-            first, last = int(want[0]), int(want[-1]) + 1
+            yield np.zeros((int(want[-1] - want[0]) + 1, *shape[1:]), dtype), want - want[0]
+        return
+    buf = np.empty(min(block, int(rows[-1] - rows[0]) + 1) * row_bytes, np.uint8)
+    with open(path, "rb", buffering=0) as fh:
+        i = 0
+        while i < len(rows):
+            first = int(rows[i])
+            j = int(np.searchsorted(rows, first + block, side="left"))
+            count = int(rows[j - 1]) + 1 - first
             fh.seek(offset + first * row_bytes)
-            buf = np.frombuffer(fh.read((last - first) * row_bytes), dtype=dtype)
-            yield buf.reshape(last - first, *shape[1:])[want - first]
+            view, done = memoryview(buf)[:count * row_bytes], 0
+            while done < len(view):
+                got = fh.readinto(view[done:])
+                if not got:
+                    raise DatasetError(f"{path}: file ends before row {first + count - 1}")
+                done += got
+            yield buf[:count * row_bytes].view(dtype).reshape(count, *shape[1:]), \
+                rows[i:j] - first
+            i = j
+
+
+def read_rows(path: str | os.PathLike, rows: np.ndarray, block: int = 1 << 18
+              ) -> Iterator[np.ndarray]:
+    """The rows ``rows`` (ascending) of a ``.npy`` file, in blocks: each block holds the
+    selected rows of at most ``block`` consecutive file rows, read with one plain file read
+    into a buffer reused for every block (unlike a memory map, nothing stays resident;
+    unlike fresh reads, no new pages per block)."""
+    for data, picked in _read_spans(path, rows, block):
+        yield data[picked]
 
 
 def iter_blocks(n: int, size: int) -> Iterator[tuple[int, int]]:

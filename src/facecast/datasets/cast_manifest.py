@@ -91,8 +91,9 @@ def write_cast_manifest(arrays: CastArrays, out_path: str | os.PathLike, *, shar
             "facecast.status_counts": json.dumps(dict(sorted(counts.items())))}
     dup_seen: dict[str, int] = {}
     status_names = np.array(STATUSES, dtype=object)
-    with ParquetStreamWriter(out_path, MANIFEST_SCHEMA, provenance=provenance,
-                             metadata=meta) as writer:
+    # row: delta-coded (every cast_benchmark_subset job reads it back whole)
+    with ParquetStreamWriter(out_path, MANIFEST_SCHEMA, provenance=provenance, metadata=meta,
+                             column_encoding={"row": "DELTA_BINARY_PACKED"}) as writer:
         for s in tqdm(range(n_shards), desc="manifest shards", mininterval=10):
             lo, hi = s * shard_size, min(n, (s + 1) * shard_size)
             paths = np.asarray(arrays.paths[lo:hi])

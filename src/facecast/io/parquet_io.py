@@ -74,16 +74,25 @@ def write_parquet(
     schema: pa.Schema | None = None,
     row_group_size: int | None = None,
     metadata: Mapping[str, str] | None = None,
+    use_dictionary: bool | list[str] = True,
+    column_encoding: Mapping[str, str] | None = None,
+    write_statistics: bool | list[str] = True,
 ) -> Path:
     """Atomically write ``data`` to ``path`` with facecast provenance metadata.
 
     ``metadata`` adds further string key/value pairs to the schema metadata (for small
     facts later stages read from the footer without scanning rows, e.g. shard lists).
+    ``use_dictionary``, ``column_encoding`` and ``write_statistics`` are passed to
+    ``pq.write_table`` (how the pages are encoded, which columns get min/max statistics;
+    the values read back are the same).
     """
     path = Path(path)
     table = _with_metadata(to_arrow(data, schema), provenance, metadata)
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, row_group_size=row_group_size, compression="zstd")
+        pq.write_table(table, tmp, row_group_size=row_group_size, compression="zstd",
+                       use_dictionary=use_dictionary,
+                       column_encoding=dict(column_encoding) if column_encoding else None,
+                       write_statistics=write_statistics)
     return path
 
 
@@ -106,19 +115,31 @@ class ParquetStreamWriter:
     def __init__(self, path: str | os.PathLike, schema: pa.Schema, *,
                  provenance: Mapping[str, Any] | None = None,
                  metadata: Mapping[str, str] | None = None,
-                 uncompressed: Sequence[str] = ()) -> None:
+                 uncompressed: Sequence[str] = (),
+                 column_encoding: Mapping[str, str] | None = None) -> None:
         """``uncompressed`` names columns stored without Parquet compression (already
         compressed bytes such as PNG, where zstd costs time and saves nothing); the rest
-        are zstd."""
+        are zstd. ``column_encoding`` maps top-level columns to a Parquet encoding (e.g.
+        ``DELTA_BINARY_PACKED`` for a counter: smaller, faster to read back); the others
+        keep dictionary pages."""
         self.path = Path(path)
         self.schema = _with_metadata(schema.empty_table(), provenance, metadata).schema
         compression: str | dict[str, str] = "zstd"
         if uncompressed:
             compression = {leaf: ("none" if leaf.split(".")[0] in set(uncompressed) else "zstd")
                            for leaf in _leaf_paths(self.schema)}
+        encoding: dict[str, str] = {}
+        dictionary: bool | list[str] = True
+        if column_encoding:
+            leaves = _leaf_paths(self.schema)
+            encoding = {leaf: column_encoding[leaf.split(".")[0]] for leaf in leaves
+                        if leaf.split(".")[0] in column_encoding}
+            dictionary = [leaf for leaf in leaves if leaf not in encoding]
         self._tmp = prepare_temp(self.path)
         try:
-            self._writer = pq.ParquetWriter(self._tmp, self.schema, compression=compression)
+            self._writer = pq.ParquetWriter(self._tmp, self.schema, compression=compression,
+                                            use_dictionary=dictionary,
+                                            column_encoding=encoding or None)
         except BaseException:
             discard_temp(self._tmp)  # no temporary (nor an empty .tmp/) is left behind
             raise
