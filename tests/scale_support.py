@@ -126,7 +126,9 @@ def result_files(workdir: Path) -> list[Path]:
 
 def temp_leftovers(workdir: Path) -> list[Path]:
     """Hidden temporary files of interrupted atomic writes (``.<name>.tmp-...``)."""
-    return sorted(p for p in (workdir / "results").rglob(".*") if ".tmp-" in p.name)
+    # os.walk, not rglob: a running job removes its emptied `.tmp/` folder while we look
+    return sorted(Path(top) / name for top, dirs, files in os.walk(workdir / "results")
+                  for name in dirs + files if name.startswith(".") and ".tmp-" in name)
 
 
 def session_pids(sid: int) -> list[int]:

@@ -77,8 +77,8 @@ def test_benchmarks_mining_and_evaluation_on_the_demo(demo_run, tmp_path):
     # same config -> byte-identical pairs when mining reruns (in a copy of the run)
     before = _sha(res / "benchmarks/random/pairs.parquet")
     copy = copy_workdir(work, tmp_path / "copy")
-    # the output is removed rather than `--forcerun mine_pairs` given: with a file target,
-    # Snakemake 9.27 (non-dry) reruns every benchmark's mining and everything downstream
+    # the output is removed (this used to pass `--forcerun mine_pairs` before the target,
+    # which that option's list swallowed: the default target reran every benchmark)
     (copy / "results/demo/benchmarks/random/pairs.parquet").unlink()
     run_snakemake(copy, cfg, ["results/demo/benchmarks/random/pairs.parquet"])
     assert _sha(copy / "results/demo/benchmarks/random/pairs.parquet") == before
