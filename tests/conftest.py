@@ -68,9 +68,11 @@ def run_snakemake(workdir: Path, config: dict, targets: list[str] | None = None,
     workdir.mkdir(parents=True, exist_ok=True)
     cfg_path = workdir / "test_config.yaml"
     cfg_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    # targets before ``extra``: an option taking a list (--forcerun, --until) swallows
+    # the words after it, and the run would fall back to the default target
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
            "--directory", str(workdir), "--configfile", str(cfg_path),
-           "--cores", str(cores), *(extra or []), *(targets or [])]
+           "--cores", str(cores), *(targets or []), *(extra or [])]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if check and proc.returncode != 0:
