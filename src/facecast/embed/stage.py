@@ -11,11 +11,12 @@ raw feature norm (a MagFace-style quality signal) and ``embedding`` the L2-norma
 feature, both null unless ``ok``.
 
 On CPU a batch of a thread-safe backend (``Embedder.thread_safe``: arcface_torch) is cut
-into micro-batches of ``embed.cpu_micro_batch`` crops (16 by default; 0 = the whole batch
+into micro-batches of ``embed.cpu_micro_batch`` crops (8 by default; 0 = the whole batch
 in one forward pass, with torch's intra-op threads): small batches keep activations in
 cache, and the job's threads each run whole micro-batches with single-threaded torch, so no
 core waits at OpenMP barriers (which costs most on a shared, loaded machine). The features
-do not depend on the threads; they equal whole-batch features to float rounding.
+do not depend on the threads; they equal whole-batch features to float rounding. CPU jobs
+also raise glibc's malloc thresholds (``embed.tune_malloc``, :mod:`facecast.embed.malloc`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from facecast.embed.lbp import (
     save_fit,
     unwhitened_fit,
 )
+from facecast.embed.malloc import tune_malloc
 from facecast.embed.registry import build_embedder
 from facecast.io.parquet_io import write_parquet
 
@@ -51,7 +53,7 @@ log = logging.getLogger("facecast.embed")
 
 EMBEDDABLE = ("ok", "fallback", "aligned_input", "landmarks_given")
 EMBED_DEFAULTS: dict[str, Any] = {"device": "auto", "batch_size": 64, "amp": "none",
-                                  "num_workers": -1, "cpu_micro_batch": 16}
+                                  "num_workers": -1, "cpu_micro_batch": 8, "tune_malloc": True}
 
 
 def embed_schema(dim: int) -> pa.Schema:
@@ -210,6 +212,7 @@ def embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, mode
     embedder = load_embedder(model_name, model_cfg, cfg, fit_path=fit_path, threads=threads)
     if embedder.device.type == "cuda":
         torch.backends.cudnn.benchmark = True  # fixed crop sizes: let cuDNN pick kernels
+    malloc_tuned = bool(cfg["tune_malloc"]) and embedder.device.type == "cpu" and tune_malloc()
     log.info("model %s: backend %s, %d-D, device %s, amp %s, weights %s", model_name,
              embedder.backend, embedder.dim, embedder.device, embedder.amp,
              embedder.weights_path)
@@ -270,6 +273,8 @@ def embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, mode
             "n_unusable_features": int(bad.sum())}
     if embedder.device.type == "cpu" and embedder.thread_safe:
         prov["cpu_micro_batch"] = int(cfg["cpu_micro_batch"])
+    if embedder.device.type == "cpu":
+        prov["malloc_tuned"] = malloc_tuned
     write_parquet(out, out_path, provenance=prov)
     counts = pd.Series(status).value_counts().to_dict()
     log.info("wrote %s: %d rows, statuses %s", out_path, n, counts)
