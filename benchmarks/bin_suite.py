@@ -10,6 +10,14 @@ target of config/cc11.yaml's setup (``faces.detector: none``, native attributes,
 correlations, evaluation, the .bin suite table) with ``--cores`` cores. Prints the wall
 time of the Snakemake run (the data generation is not timed) and the slowest jobs.
 
+Figures (docs/SCALE.md, "An LFW-sized .bin end to end"; 2 shared cores, load 4-8, so wall
+times are 2-4x an idle machine's): 1,000 pairs 249.3 s wall / 202 CPU s before the CPU
+speed work of issue 21 (``inference: frozen``, ``embed.cpu_micro_batch``,
+``embed.tune_malloc``), 109.2 s / 104 CPU s after; 6,000 pairs 425.7 s before (load not
+recorded), 756.1 s wall under load 5-8 after, its jobs about 300 CPU s (embed 237). One
+4,000-face embed shard, before and after side by side: 592.9 s / 266.2 CPU s -> 189.2 s /
+85.4 CPU s. The < 3 min goal needs an idle machine (about 150 s of work per core).
+
 Usage: python benchmarks/bin_suite.py [--pairs 6000] [--arch mbf] [--cores 2] [--keep DIR]
 """
 
