@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -77,7 +77,7 @@ def load_embedder(model_name: str, model_cfg: dict[str, Any], embed_cfg: dict[st
 
 @contextlib.contextmanager
 def micro_batch_runner(embedder: Embedder, micro_batch: int, threads: int
-                       ) -> Iterator[Any]:
+                       ) -> Iterator[Callable[[torch.Tensor], np.ndarray]]:
     """A function ``batch -> features`` for :func:`embed_crops` (module docstring).
 
     On CPU with ``micro_batch > 0`` and a thread-safe embedder the batch is cut into
