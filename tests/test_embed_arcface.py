@@ -177,6 +177,8 @@ def test_saved_state_dict_loads_and_gives_the_in_memory_features(saved, crops):
     prov = emb.provenance()
     assert (prov["backend"], prov["arch"], prov["flip"]) == ("arcface_torch", arch, False)
     assert len(prov["weights_sha256"]) == 64
+    # on CPU every arch runs TorchScript-frozen by default (embed.models.<m>.inference auto)
+    assert prov["inference"] == emb.inference == "frozen", arch
 
 
 def test_arch_auto_infers_every_arch(saved):

@@ -85,11 +85,15 @@ class Embedder(abc.ABC):
     """Base class of the embedding backends.
 
     Subclasses set ``backend``, ``dim``, ``crop_column``, ``weights_path`` and implement
-    :meth:`embed`. ``supports_cuda`` says whether the backend can use a GPU at all.
+    :meth:`embed`. ``supports_cuda`` says whether the backend can use a GPU at all;
+    ``thread_safe`` whether :meth:`embed` may be called from several threads at once.
     """
 
     backend: str = ""
     supports_cuda: bool = False
+    #: True when :meth:`embed` may run in several threads at once (the stage then spreads
+    #: CPU micro-batches over the job's threads, ``embed.cpu_micro_batch``)
+    thread_safe: bool = False
 
     def __init__(self, name: str, device: torch.device | None = None, amp: str = "none") -> None:
         self.name = name

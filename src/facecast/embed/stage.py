@@ -9,13 +9,23 @@ zeros, or a norm beyond float32 gets ``embed_error`` with the reason in ``messag
 stops with :class:`UnusableFeaturesError` (see :func:`feature_problems`). ``norm`` is the
 raw feature norm (a MagFace-style quality signal) and ``embedding`` the L2-normalised
 feature, both null unless ``ok``.
+
+On CPU a batch of a thread-safe backend (``Embedder.thread_safe``: arcface_torch) is cut
+into micro-batches of ``embed.cpu_micro_batch`` crops (8 by default; 0 = the whole batch
+in one forward pass, with torch's intra-op threads): small batches keep activations in
+cache, and the job's threads each run whole micro-batches with single-threaded torch, so no
+core waits at OpenMP barriers (which costs most on a shared, loaded machine). The features
+do not depend on the threads; they equal whole-batch features to float rounding. CPU jobs
+also raise glibc's malloc thresholds (``embed.tune_malloc``, :mod:`facecast.embed.malloc`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +45,7 @@ from facecast.embed.lbp import (
     save_fit,
     unwhitened_fit,
 )
+from facecast.embed.malloc import tune_malloc
 from facecast.embed.registry import build_embedder
 from facecast.io.parquet_io import write_parquet
 
@@ -42,7 +53,7 @@ log = logging.getLogger("facecast.embed")
 
 EMBEDDABLE = ("ok", "fallback", "aligned_input", "landmarks_given")
 EMBED_DEFAULTS: dict[str, Any] = {"device": "auto", "batch_size": 64, "amp": "none",
-                                  "num_workers": -1}
+                                  "num_workers": -1, "cpu_micro_batch": 8, "tune_malloc": True}
 
 
 def embed_schema(dim: int) -> pa.Schema:
@@ -64,13 +75,48 @@ def load_embedder(model_name: str, model_cfg: dict[str, Any], embed_cfg: dict[st
                           fit_path=fit_path, threads=threads)
 
 
+@contextlib.contextmanager
+def micro_batch_runner(embedder: Embedder, micro_batch: int, threads: int
+                       ) -> Iterator[Callable[[torch.Tensor], np.ndarray]]:
+    """A function ``batch -> features`` for :func:`embed_crops` (module docstring).
+
+    On CPU with ``micro_batch > 0`` and a thread-safe embedder the batch is cut into
+    micro-batches, run by ``threads`` threads with torch's intra-op threads set to 1 for
+    the block (restored after); otherwise ``embedder.embed`` as it is.
+    """
+    if embedder.device.type != "cpu" or micro_batch <= 0 or not embedder.thread_safe:
+        yield embedder.embed
+        return
+    threads = max(1, int(threads))
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    pool = ThreadPoolExecutor(max_workers=threads) if threads > 1 else None
+
+    def run(batch: torch.Tensor) -> np.ndarray:
+        parts = [batch[i:i + micro_batch] for i in range(0, len(batch), micro_batch)]
+        if len(parts) == 1:
+            return embedder.embed(batch)
+        outs = pool.map(embedder.embed, parts) if pool else map(embedder.embed, parts)
+        return np.concatenate(list(outs))
+
+    try:
+        yield run
+    finally:
+        if pool:
+            pool.shutdown()
+        torch.set_num_threads(old)
+
+
 def embed_crops(embedder: Embedder, crops: Sequence[bytes | None], rows: np.ndarray, *,
                 batch_size: int, num_workers: int = 0, threads: int = 1,
-                desc: str = "embed") -> tuple[np.ndarray, np.ndarray, list[str]]:
+                desc: str = "embed", micro_batch: int = 0
+                ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Raw features of the PNG crops ``crops[rows]``.
 
     Returns ``(features (len(rows), D) float32, ok mask, error messages)``, aligned with
     ``rows``; a crop that does not decode has ok False and a message, features NaN.
+    ``micro_batch`` > 0 cuts CPU batches of thread-safe embedders into micro-batches run
+    by ``threads`` threads (:func:`micro_batch_runner`).
     """
     rows = np.asarray(rows, np.int64)
     feats = np.full((len(rows), embedder.dim), np.nan, np.float32)
@@ -83,15 +129,16 @@ def embed_crops(embedder: Embedder, crops: Sequence[bytes | None], rows: np.ndar
     loader = crop_loader(crops, rows, batch_size=batch_size,
                          size=CROP_SIZES[embedder.crop_column], device=embedder.device,
                          num_workers=workers)
-    for batch, idx, good, errs in tqdm(loader, desc=desc, unit="batch", mininterval=5.0):
-        where = np.array([pos[int(r)] for r in idx.numpy()])
-        good_np = good.numpy()
-        for j in np.flatnonzero(~good_np):
-            errors[where[j]] = errs[j]
-        if good_np.any():
-            sel = batch if good_np.all() else batch[torch.from_numpy(good_np)]
-            feats[where[good_np]] = embedder.embed(sel)
-            ok[where[good_np]] = True
+    with micro_batch_runner(embedder, int(micro_batch), threads) as forward:
+        for batch, idx, good, errs in tqdm(loader, desc=desc, unit="batch", mininterval=5.0):
+            where = np.array([pos[int(r)] for r in idx.numpy()])
+            good_np = good.numpy()
+            for j in np.flatnonzero(~good_np):
+                errors[where[j]] = errs[j]
+            if good_np.any():
+                sel = batch if good_np.all() else batch[torch.from_numpy(good_np)]
+                feats[where[good_np]] = forward(sel)
+                ok[where[good_np]] = True
     return feats, ok, errors
 
 
@@ -165,6 +212,7 @@ def embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, mode
     embedder = load_embedder(model_name, model_cfg, cfg, fit_path=fit_path, threads=threads)
     if embedder.device.type == "cuda":
         torch.backends.cudnn.benchmark = True  # fixed crop sizes: let cuDNN pick kernels
+    malloc_tuned = bool(cfg["tune_malloc"]) and embedder.device.type == "cpu" and tune_malloc()
     log.info("model %s: backend %s, %d-D, device %s, amp %s, weights %s", model_name,
              embedder.backend, embedder.dim, embedder.device, embedder.amp,
              embedder.weights_path)
@@ -186,7 +234,8 @@ def embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, mode
 
     feats, ok, errors = embed_crops(embedder, crops, rows, batch_size=int(cfg["batch_size"]),
                                     num_workers=int(cfg["num_workers"]), threads=threads,
-                                    desc=f"embed {model_name}")
+                                    desc=f"embed {model_name}",
+                                    micro_batch=int(cfg["cpu_micro_batch"]))
     emb = np.zeros((n, embedder.dim), np.float32)
     norm = np.full(n, np.nan, np.float32)
     good = np.zeros(n, bool)
@@ -222,6 +271,10 @@ def embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, mode
     }, schema=embed_schema(embedder.dim))
     prov = {**(provenance or {}), "stage": "embed", **embedder.provenance(),
             "n_unusable_features": int(bad.sum())}
+    if embedder.device.type == "cpu" and embedder.thread_safe:
+        prov["cpu_micro_batch"] = int(cfg["cpu_micro_batch"])
+    if embedder.device.type == "cpu":
+        prov["malloc_tuned"] = malloc_tuned
     write_parquet(out, out_path, provenance=prov)
     counts = pd.Series(status).value_counts().to_dict()
     log.info("wrote %s: %d rows, statuses %s", out_path, n, counts)

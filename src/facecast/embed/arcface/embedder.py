@@ -3,7 +3,9 @@
 Preprocessing is arcface_torch's evaluation (``eval/verification.py``): the 112x112 RGB
 ArcFace crop scaled ``(x/255 - 0.5)/0.5``. With ``flip: true`` the features of the crop
 and of its horizontal mirror are summed (the stage normalises the sum), as
-verification.py does before ``sklearn.preprocessing.normalize``.
+verification.py does before ``sklearn.preprocessing.normalize``. How the forward runs
+(the module as loaded, BatchNorm folded, or TorchScript-frozen) is the ``inference`` option
+(:mod:`facecast.embed.arcface.inference`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from facecast.embed.arcface.inference import build_inference_model, resolve_mode
 from facecast.embed.arcface.weights import load_backbone
 from facecast.embed.base import Embedder, autocast, to_float_nchw
 
@@ -29,27 +32,34 @@ class ArcfaceTorchEmbedder(Embedder):
 
     ``arch``: r18, r34, r50, r100, r200, mbf, mbf_large, vit_t, vit_s, vit_b, or ``auto``
     (inferred from the file's keys and shapes). ``flip``: add the mirrored crop's features.
+    ``inference``: ``auto`` (default), ``eager``, ``fused`` or ``frozen``
+    (:mod:`facecast.embed.arcface.inference`); the mode that runs is ``self.inference``.
     """
 
     backend = "arcface_torch"
     supports_cuda = True
+    thread_safe = True  # forward passes of the eval model may run in parallel threads
 
     def __init__(self, name: str, weights: str, arch: str = "auto", flip: bool = False,
-                 device: torch.device | None = None, amp: str = "none") -> None:
+                 inference: str = "auto", device: torch.device | None = None,
+                 amp: str = "none") -> None:
         super().__init__(name, device, amp)
         model, self.arch = load_backbone(weights, arch, model_name=name)
-        self.model = model.to(self.device)
-        if self.device.type == "cuda":
-            self.model = self.model.to(memory_format=torch.channels_last)
+        model = model.to(self.device)
+        self.dim = int(model.num_features)
+        self.inference_option = str(inference)
+        mode = resolve_mode(self.inference_option, self.device, amp)
+        self.model, self.inference = build_inference_model(model, mode, self.device, name)
         self.weights_path = str(weights)
         self.flip = bool(flip)
-        self.dim = int(self.model.num_features)
         self.crop_column = "crop_arcface"
 
     @torch.inference_mode()
     def embed_tensor(self, crops: torch.Tensor) -> torch.Tensor:
         """Raw float32 features on the device (flip-sum when ``flip``)."""
         x = preprocess(crops, self.device)
+        if self.inference == "fused":
+            x = x.contiguous(memory_format=torch.channels_last)
         with autocast(self.device, self.amp):
             feats = self.model(x).float()
             if self.flip:
@@ -60,4 +70,5 @@ class ArcfaceTorchEmbedder(Embedder):
         return self.embed_tensor(crops).cpu().numpy().astype(np.float32, copy=False)
 
     def provenance(self) -> dict[str, Any]:
-        return {**super().provenance(), "arch": self.arch, "flip": self.flip}
+        return {**super().provenance(), "arch": self.arch, "flip": self.flip,
+                "inference": self.inference}
