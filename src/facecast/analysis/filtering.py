@@ -57,6 +57,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from facecast.analysis.pool import DEFAULT_STATUSES, benchmark_pool
 from facecast.analysis.ranks import average_ranks
 from facecast.analysis.template_level import table_level
 from facecast.io.atomic import write_text
@@ -66,9 +67,6 @@ KEY_COLUMNS = ["image_id", "identity", "split"]
 #: the key columns of a subset of templates (``analysis.level: template``)
 TEMPLATE_SUBSET_KEYS = ["template_id", "identity", "split", "n_images"]
 RANK_METHODS = ("facecast", "cast")
-#: ``aligned_input`` = pre-aligned input (``faces.detector: none``), usable like ``ok``
-DEFAULT_STATUSES = ("ok", "aligned_input")
-
 #: CAST's published ``CC11/random/description.txt``, byte for byte (its no-op filter)
 CAST_NO_OP_DESCRIPTION = ("attribute: Eyeglasses lower_quartile: 0.0 upper_quartile: 1\n"
                           "attribute: Eyeglasses lower_quartile: 0.0 upper_quartile: 1\n")
@@ -289,18 +287,6 @@ def filter_mask(values: np.ndarray, pool: np.ndarray, f: AttributeFilter) -> np.
         v = ranks
     with np.errstate(invalid="ignore"):
         return pool & (v >= f.low) & (v <= f.high)
-
-
-def benchmark_pool(status: np.ndarray, exclude: np.ndarray,
-                   statuses: Sequence[str] = DEFAULT_STATUSES) -> np.ndarray:
-    """Rows that may enter a benchmark: status in ``statuses`` and not excluded.
-
-    ``landmarks_given`` (an IJB image aligned with the release's own landmarks) is an ok
-    face: it counts wherever ``ok`` does.
-    """
-    allowed = list(statuses) + (["landmarks_given"] if "ok" in statuses else [])
-    return np.isin(np.asarray(status).astype(str), allowed) \
-        & ~np.asarray(exclude).astype(bool)
 
 
 def select_subset(table: pd.DataFrame | pa.Table, filters: Sequence[AttributeFilter], *,

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from facecast.analysis.pool import DEFAULT_STATUSES, benchmark_pool
 from facecast.io.parquet_io import read_provenance
 
 #: the ``level`` of an attribute table (provenance key ``level``; absent = ``image``)
@@ -41,8 +42,6 @@ TEMPLATE_KEY_COLUMNS = ("template_id", "identity", "split", "status", "message",
                         "n_images", "n_voting", "level")
 #: template statuses
 TEMPLATE_STATUSES = {"ok": "", "no_ok_image": "none of its images has usable attributes"}
-#: image statuses that vote (``landmarks_given`` = an IJB image aligned with its landmarks)
-DEFAULT_VOTING_STATUSES = ("ok", "aligned_input", "landmarks_given")
 _IMAGE_COLUMNS = {"image_id", "identity", "split", "exclude", "status", "message", "shard",
                   "path", "single_image"}
 
@@ -118,20 +117,19 @@ def attribute_kinds(attributes: pd.DataFrame, majority_columns: Sequence[str] = 
 
 
 def voting_images(attributes: pd.DataFrame,
-                  statuses: Sequence[str] = DEFAULT_VOTING_STATUSES) -> np.ndarray:
-    """Rows of the image attribute table whose attributes count for their template:
-    status in ``statuses`` (``landmarks_given`` wherever ``ok`` is) and not excluded."""
-    allowed = list(statuses) + (["landmarks_given"] if "ok" in statuses else [])
-    ok = attributes["status"].astype(str).isin(allowed).to_numpy() \
-        if "status" in attributes else np.ones(len(attributes), bool)
-    if "exclude" in attributes:
-        ok = ok & ~attributes["exclude"].eq(True).to_numpy()
-    return ok
+                  statuses: Sequence[str] = DEFAULT_STATUSES) -> np.ndarray:
+    """Rows of the image attribute table whose attributes count for their template: the
+    benchmark pool's rule (:func:`facecast.analysis.pool.benchmark_pool`)."""
+    n = len(attributes)
+    status = attributes["status"] if "status" in attributes else np.full(n, statuses[0])
+    exclude = (attributes["exclude"].eq(True).to_numpy() if "exclude" in attributes
+               else np.zeros(n, bool))
+    return benchmark_pool(np.asarray(status), exclude, statuses)
 
 
 def template_attribute_table(members: pd.DataFrame, attributes: pd.DataFrame, *,
                              majority_columns: Sequence[str] = (),
-                             statuses: Sequence[str] = DEFAULT_VOTING_STATUSES
+                             statuses: Sequence[str] = DEFAULT_STATUSES
                              ) -> pd.DataFrame:
     """One row per template of ``members`` (``image_id``, ``template_id``: one row per
     image line) from the image attribute table: :data:`TEMPLATE_KEY_COLUMNS`, then every
@@ -182,16 +180,12 @@ def _messages(img: pd.DataFrame, keys: np.ndarray, tids: np.ndarray, ok: np.ndar
     excluded = (img["exclude"].eq(True).to_numpy() if "exclude" in img
                 else np.zeros(len(img), bool))
     status = np.where(excluded & listed, status + " (excluded)", status)
+    rows = np.isin(keys, tids[~ok])  # only the images of templates without a vote
+    counts = pd.DataFrame({"t": keys[rows], "s": status[rows]}).value_counts().sort_index()
     pos = {t: i for i, t in enumerate(tids)}
-    bad = {int(t) for t in tids[~ok]}
-    counts: dict[int, dict[str, int]] = {}
-    for t, s in zip(keys, status, strict=True):
-        if int(t) in bad:
-            c = counts.setdefault(int(t), {})
-            c[s] = c.get(s, 0) + 1
-    for t, c in counts.items():
+    for t, c in counts.groupby(level="t"):
         out[pos[t]] = (TEMPLATE_STATUSES["no_ok_image"] + ": "
-                       + ", ".join(f"{s}={n}" for s, n in sorted(c.items())))
+                       + ", ".join(f"{s}={n}" for (_, s), n in c.items()))
     return out
 
 
