@@ -49,7 +49,8 @@ from facecast.analysis.filtering import (
     describe_filters,
     filter_mask,
 )
-from facecast.datasets.cast_arrays import CastArrays, npy_layout, read_path_blocks
+from facecast.analysis.pool import benchmark_pool
+from facecast.datasets.cast_arrays import CastArrays, fill_from, npy_layout, read_path_blocks
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet
 
@@ -104,12 +105,8 @@ def read_columns(path: str | os.PathLike, js: Sequence[int]) -> list[np.ndarray]
         fh.seek(offset)
         for lo in range(0, n, READ_ROWS):
             rows = min(READ_ROWS, n - lo)
-            done = 0
-            while done < rows * row_bytes:
-                got = fh.readinto(raw[done:rows * row_bytes])
-                if not got:
-                    raise FilterError(f"{path}: file ends before row {n - 1}")
-                done += got
+            if fill_from(fh, raw[:rows * row_bytes]) < rows * row_bytes:
+                raise FilterError(f"{path}: file ends before row {n - 1}")
             block = buf[:rows * k].reshape(rows, k)
             for out, j in zip(outs, js, strict=True):
                 out[lo:lo + rows] = block[:, j]
@@ -265,11 +262,11 @@ def array_pool(manifest_path: str | os.PathLike, statuses: Sequence[str]) -> np.
 
     t = pq.read_table(manifest_path, columns=["status", "exclude", "row"],
                       read_dictionary=["status"], use_threads=False)
-    allowed = set(statuses)
     keep = np.empty(t.num_rows, bool)
     at = 0
     for chunk in t.column("status").chunks:
-        ok = np.array([v in allowed for v in chunk.dictionary.to_pylist()] + [False])
+        values = np.array(chunk.dictionary.to_pylist(), dtype=object)
+        ok = np.append(benchmark_pool(values, np.zeros(len(values), bool), statuses), False)
         idx = chunk.indices.fill_null(len(ok) - 1).to_numpy(zero_copy_only=False)
         keep[at:at + len(chunk)] = ok[idx]
         at += len(chunk)

@@ -33,7 +33,7 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -430,6 +430,18 @@ def npy_layout(path: str | os.PathLike) -> tuple[tuple[int, ...], np.dtype, int]
     return tuple(shape), dtype, offset
 
 
+def fill_from(fh: BinaryIO, view: memoryview) -> int:
+    """Fill ``view`` from the unbuffered file ``fh`` (``readinto`` until full or the end of
+    the file); the number of bytes read (less than ``len(view)`` only at the end)."""
+    done = 0
+    while done < len(view):
+        got = fh.readinto(view[done:])
+        if not got:
+            break
+        done += got
+    return done
+
+
 def _read_spans(path: str | os.PathLike, rows: np.ndarray, block: int
                 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """``(span, picked)`` per block: ``span`` the file rows from the block's first selected
@@ -455,12 +467,8 @@ def _read_spans(path: str | os.PathLike, rows: np.ndarray, block: int
             j = int(np.searchsorted(rows, first + block, side="left"))
             count = int(rows[j - 1]) + 1 - first
             fh.seek(offset + first * row_bytes)
-            view, done = memoryview(buf)[:count * row_bytes], 0
-            while done < len(view):
-                got = fh.readinto(view[done:])
-                if not got:
-                    raise DatasetError(f"{path}: file ends before row {first + count - 1}")
-                done += got
+            if fill_from(fh, memoryview(buf)[:count * row_bytes]) < count * row_bytes:
+                raise DatasetError(f"{path}: file ends before row {first + count - 1}")
             yield buf[:count * row_bytes].view(dtype).reshape(count, *shape[1:]), \
                 rows[i:j] - first
             i = j
