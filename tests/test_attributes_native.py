@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -19,7 +21,14 @@ from facecast.attributes.align import (
 )
 from facecast.attributes.inputs import faces_table
 from facecast.attributes.merge import merge_attributes
-from facecast.attributes.native import geometry_measures, image_measures
+from facecast.attributes.native import (
+    BLOCK,
+    blur_effect_batch,
+    face_region,
+    geometry_measures,
+    image_measures,
+    luminance,
+)
 from facecast.attributes.pose import head_pose, project_face
 from facecast.attributes.stage import score_shard
 from facecast.datasets.manifest import write_manifest
@@ -40,6 +49,26 @@ def test_sharpness_drops_with_blur(face_crop):
     m = image_measures(np.stack([face_crop, blurred]))
     assert m["sharpness_laplacian"][0] > 3 * m["sharpness_laplacian"][1]
     assert m["blur_effect"][1] > m["blur_effect"][0]
+
+
+def test_batched_blur_effect_is_scikit_images(face_crop):
+    """The batched blur effect equals scikit-image's per-image function on a sharp, a
+    blurred and a noisy crop, and across a block boundary of image_measures."""
+    from skimage.measure import blur_effect
+
+    rng = np.random.default_rng(0)
+    blurred = np.stack([gaussian_filter(face_crop[..., c].astype(float), 1.5)
+                        for c in range(3)], -1).round().astype(np.uint8)
+    noisy = np.clip(face_crop + rng.normal(0, 25, face_crop.shape), 0, 255).astype(np.uint8)
+    crops = np.stack([face_crop, blurred, noisy] * (BLOCK // 3 + 1))[:BLOCK + 2]
+    faces = luminance(face_region(crops))
+    expected = np.array([blur_effect(f, h_size=11) for f in faces[:3]])
+    np.testing.assert_allclose(blur_effect_batch(faces[:3]), expected, rtol=1e-6)
+    measured = image_measures(crops)["blur_effect"]
+    assert len(measured) == BLOCK + 2
+    np.testing.assert_allclose(measured, np.resize(expected, BLOCK + 2), rtol=1e-6)
+    with pytest.raises(TypeError, match="float"):
+        blur_effect_batch(crops[..., 0])
 
 
 def test_exposure_measures_follow_brightness(face_crop):
@@ -145,6 +174,23 @@ def test_native_shard_keeps_every_row(tmp_path, face_crop):
     assert t.loc[0, "inter_eye_distance"] == pytest.approx(64.0, abs=1e-3)
     desc = json.loads(read_metadata(out)["facecast.attribute_columns"])
     assert desc["yaw"] and desc["embed_norm_m1"]
+
+
+def test_native_scorer_job_does_not_import_torch(tmp_path, face_crop):
+    """The native measures are numpy: a job scoring them loads no torch (about 3 CPU
+    seconds per job on a 2-core machine, more than the measures of a small shard)."""
+    faces, emb = _hand_shard(tmp_path, face_crop)
+    out = tmp_path / "native.parquet"
+    code = ("import sys\n"
+            "from facecast.attributes.stage import score_shard\n"
+            f"score_shard('native', {str(faces)!r}, {str(out)!r}, {{'device': 'auto'}},\n"
+            f"            embed_paths={{'m1': {str(emb)!r}}})\n"
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout
+    assert read_metadata(out)["facecast.attribute_columns"]
 
 
 def test_merge_streams_shards_with_labels(tmp_path, face_crop):

@@ -178,3 +178,44 @@ def test_config_errors_unknown_covariate_column():
     cfg["covariates"]["covariates"] = ["label_blurr"]
     errs = config_errors(cfg)
     assert len(errs) == 1 and errs[0].startswith("covariates.covariates") and "label_blurr" in errs[0]
+
+
+def test_one_component_model_samples_no_weights():
+    """With H = 1 the weight sites are not in the model (weight 1 whatever they are); a fit
+    still carries them, as zero draws, and its likelihood is the one normal's."""
+    import pyro
+    import torch
+
+    from facecast.covariates.model import (
+        SITES,
+        Priors,
+        complete_draws,
+        mixture_model,
+        model_sites,
+    )
+
+    phi = torch.rand(30, 4)
+    y = torch.randn(30)
+    sampled = {}
+    for h in (1, 2):
+        tr = pyro.poutine.trace(mixture_model).get_trace(phi, y, 30, h, Priors())
+        sampled[h] = {n for n, s in tr.nodes.items()
+                      if s["type"] == "sample" and not s["is_observed"]} - {"data"}
+        assert sampled[h] == set(model_sites(h))
+    assert sampled[2] == set(SITES)
+    assert sampled[1] == set(SITES) - {"w_intercept", "w_coef"}
+    cond = {"mu_intercept": torch.tensor([0.3]), "mu_coef": torch.full((4, 1), 0.1),
+            "sigma": torch.tensor([0.8])}
+    tr = pyro.poutine.trace(pyro.poutine.condition(mixture_model, cond)).get_trace(
+        phi, y, 30, 1, Priors())
+    mu = 0.3 + phi.sum(1) * 0.1
+    expected = torch.distributions.Normal(mu, 0.8).log_prob(y).sum()
+    assert float(tr.nodes["y"]["fn"].log_prob(y).sum()) == pytest.approx(float(expected))
+
+    draws = complete_draws({"mu_intercept": np.zeros((3, 1)), "mu_coef": np.zeros((3, 4, 1)),
+                            "sigma": np.ones((3, 1))}, 1, 4)
+    assert set(draws) == set(SITES)
+    assert draws["w_coef"].shape == (3, 4, 1) and not draws["w_intercept"].any()
+    basis = build_basis(np.linspace(0, 1, 50)[:, None], 4, 1.0)
+    w, _, _ = ClassFit(1, basis, 0.0, 1.0, draws).mixture_at(np.array([[0.2], [0.9]]))
+    assert np.all(w == 1.0)

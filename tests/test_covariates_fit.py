@@ -1,8 +1,8 @@
 """Covariate stage: fits on known truth (recovery, coverage, binning trap, duplicates, demo).
 
-These fit Pyro models: about 5 minutes together on 2 cores (the two recovery data sets
-~1 min, NUTS on four small data sets ~2 min, the binning trap and the linear option ~20 s
-each, the duplicate check ~20 s). The coverage checks here use COVERAGE_REPEATS and
+These fit Pyro models: about 4 minutes together on 2 busy cores (the two recovery data
+sets ~2 min, NUTS on four small one-component data sets ~75 s, the binning trap and the
+linear option ~20 s each, the duplicate check ~15 s). The coverage checks here use COVERAGE_REPEATS and
 NUTS_REPEATS data sets; benchmarks/covariate_recovery.py (--nuts) runs the issue's full 20.
 """
 

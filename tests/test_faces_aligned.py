@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -128,6 +130,17 @@ def test_stage_runs_without_a_detector(tmp_path, monkeypatch):
     assert t["image_id"].tolist() == m["image_id"].tolist()
     prov = read_provenance(out)
     assert prov["model"] == {"detector": "none", "aligned_as": "arcface112"}
+    # without a detector the job needs no torch (its import is ~3 CPU s per job)
+    code = ("import sys\n"
+            "from facecast.faces.stage import run_faces_shard\n"
+            f"run_faces_shard({str(tmp_path / 'm.parquet')!r}, '00000', {str(root)!r},\n"
+            f"                {str(tmp_path / 'g.parquet')!r}, {{'detector': 'none'}})\n"
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout
+    assert pq.read_table(tmp_path / "g.parquet").num_rows == 3
 
 
 @pytest.mark.parametrize("shape", [(112, 112, 3), (160, 160, 3), (1, 7, 3), (5, 1, 3)])

@@ -216,8 +216,11 @@ def cluster_order(r: np.ndarray) -> np.ndarray:
 
 
 def plot_heatmap(r: np.ndarray, names: Sequence[str], paths: Iterable[str | os.PathLike],
-                 title: str) -> None:
-    """Draw ``r`` (already ordered) as a diverging heatmap and save it to each path."""
+                 title: str, *, also: Sequence[tuple[np.ndarray, Iterable[str | os.PathLike],
+                                                     str]] = ()) -> None:
+    """Draw ``r`` (already ordered) as a diverging heatmap and save it to each path; each
+    ``(matrix, paths, title)`` of ``also`` (same names and order) is drawn into the same
+    figure afterwards (one layout pass for all: the tick labels are most of the cost)."""
     plt = pyplot()
     p = len(names)
     size = max(6.0, 0.28 * p + 2.5)
@@ -229,7 +232,12 @@ def plot_heatmap(r: np.ndarray, names: Sequence[str], paths: Iterable[str | os.P
     ax.set_title(title)
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="r")
     fig.tight_layout()
-    save_figure(fig, paths, dpi=120)
+    save_figure(fig, paths, dpi=120, close=False)
+    for matrix, more_paths, more_title in also:
+        im.set_data(np.ma.masked_invalid(matrix))
+        ax.set_title(more_title)
+        save_figure(fig, more_paths, dpi=120, close=False)
+    plt.close(fig)
 
 
 def markdown_table(df: pd.DataFrame, floatfmt: str = ".3f") -> str:
@@ -310,11 +318,11 @@ def write_correlations(attributes_path: str | os.PathLike, out_dir: str | os.Pat
             + markdown_table(filtered))
         order = cluster_order(r)
         ro, names = r[np.ix_(order, order)], [cols[k] for k in order]
-        plot_heatmap(ro, names, [out["heatmap_png"], out["heatmap_svg"]],
-                     f"{method.capitalize()} r (clustered)")
         thr = np.where(np.abs(ro) >= min_abs_r, ro, 0.0)
-        plot_heatmap(thr, names, [out["thresholded_png"], out["thresholded_svg"]],
-                     f"{method.capitalize()} r, |r| < {min_abs_r:g} set to 0")
+        plot_heatmap(ro, names, [out["heatmap_png"], out["heatmap_svg"]],
+                     f"{method.capitalize()} r (clustered)",
+                     also=[(thr, [out["thresholded_png"], out["thresholded_svg"]],
+                            f"{method.capitalize()} r, |r| < {min_abs_r:g} set to 0")])
         log.info("%s: %d attributes, %d pairs, %d with |r| >= %g", method, len(cols),
                  len(pairs), len(filtered), min_abs_r)
         results[method] = filtered

@@ -9,8 +9,6 @@ to another template in one ``torch.nn.functional.grid_sample`` call.
 from __future__ import annotations
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 # The standard insightface ArcFace 112x112 template: left eye, right eye, nose tip,
 # left mouth corner, right mouth corner (image left/right), in pixels.
@@ -80,6 +78,9 @@ def warp_batch(images: np.ndarray, src_pts: np.ndarray, dst_pts: np.ndarray,
     pre-resize (so strong downscaling does not alias); outside pixels are black.
     Rows with invalid points come back black. Returns (N, size, size, 3) uint8.
     """
+    import torch  # here: the landmark helpers above serve torch-free jobs (native scores)
+    import torch.nn.functional as F
+
     n, h, w = images.shape[:3]
     if n == 0:
         return np.zeros((0, size, size, 3), np.uint8)

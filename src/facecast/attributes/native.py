@@ -1,14 +1,15 @@
 """Native quality and geometry measures (no model weights), inspired by ISO/IEC 29794-5.
 
 Every measure is computed for a whole shard at once on the aligned crops (numpy, one
-array op per measure; only scikit-image's ``blur_effect`` loops over images). Values
-are NaN where an input is missing (no crop, no landmarks, no embedding).
+array op per measure over a block of images, :data:`BLOCK` at a time; ``blur_effect`` is
+scikit-image's, batched: :func:`blur_effect_batch`). Values are NaN where an input is
+missing (no crop, no landmarks, no embedding).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from skimage.measure import blur_effect
+from scipy import ndimage
 
 from facecast.attributes.inputs import FaceBatch
 from facecast.attributes.pose import head_pose
@@ -53,6 +54,23 @@ TEMPLATE_NOTE = ("; for pre-aligned input (faces.detector none, status aligned_i
                  "from the alignment template's landmarks/box, not measured (constant)")
 
 
+#: images per block of the image measures (bounds the float32 temporaries: ~10 MB each)
+BLOCK = 256
+#: scikit-image's ``blur_effect`` floor on gradient magnitudes
+_BLUR_EPSILON = float(np.spacing(1))
+#: scikit-image's Sobel weights: derivative along one axis, smoothing along the other
+_SOBEL_EDGE = np.array([1.0, 0.0, -1.0])
+_SOBEL_SMOOTH = np.array([0.25, 0.5, 0.25])
+
+
+def _abs_sobel(x: np.ndarray, axis: int) -> np.ndarray:
+    """|Sobel derivative| along ``axis`` of a (N, H, W) stack (axis 1 or 2), scikit-image's
+    weights and ``reflect`` border, as two 1-D passes."""
+    other = 3 - axis
+    smooth = ndimage.correlate1d(x, _SOBEL_SMOOTH, axis=other, mode="reflect")
+    return np.abs(ndimage.correlate1d(smooth, _SOBEL_EDGE, axis=axis, mode="reflect"))
+
+
 def luminance(crops: np.ndarray) -> np.ndarray:
     """BT.601 luma in [0, 1] of (N, H, W, 3) uint8 images, float32 (N, H, W)."""
     w = np.array([0.299, 0.587, 0.114], dtype=np.float32) / 255.0
@@ -60,11 +78,38 @@ def luminance(crops: np.ndarray) -> np.ndarray:
 
 
 def face_region(y: np.ndarray) -> np.ndarray:
-    """The inner face box (see ``FACE_ROWS``/``FACE_COLS``) of (N, H, W) luminance."""
+    """The inner face box (see ``FACE_ROWS``/``FACE_COLS``) of (N, H, W[, C]) images."""
     h, w = y.shape[1:3]
     r0, r1 = round(FACE_ROWS[0] * h), round(FACE_ROWS[1] * h)
     c0, c1 = round(FACE_COLS[0] * w), round(FACE_COLS[1] * w)
     return y[:, r0:r1, c0:c1]
+
+
+def blur_effect_batch(images: np.ndarray, h_size: int = 11) -> np.ndarray:
+    """``skimage.measure.blur_effect(image, h_size)`` of each (H, W) float image of a
+    (N, H, W) stack, in a few array operations instead of one call per image.
+
+    The same steps as scikit-image 0.26 (Crete et al. 2007): per axis, the absolute Sobel
+    derivative of the image and of its ``h_size`` moving average along that axis (both
+    floored at machine epsilon), the sums of the derivative and of its loss to the
+    averaging over the interior ``[2:-1]``, blur = |M1 - M2| / M1; the larger of the two
+    axes' values. Equal to scikit-image's to float32 rounding (its sums are float32,
+    these float64; its 3 x 3 Sobel kernel is two 1-D passes here).
+    """
+    x = np.asarray(images)
+    if not np.issubdtype(x.dtype, np.floating):
+        raise TypeError(f"blur_effect_batch wants float images, got {x.dtype}")
+    inner = (slice(None), slice(2, x.shape[1] - 1), slice(2, x.shape[2] - 1))
+    out = np.zeros(len(x), dtype=np.float64)
+    for ax in (1, 2):
+        sharp = _abs_sobel(x, ax)
+        soft = _abs_sobel(ndimage.uniform_filter1d(x, h_size, axis=ax), ax)
+        np.maximum(sharp, _BLUR_EPSILON, out=sharp)
+        np.maximum(soft, _BLUR_EPSILON, out=soft)
+        m1 = sharp[inner].sum(axis=(1, 2), dtype=np.float64)
+        m2 = np.maximum(sharp - soft, 0)[inner].sum(axis=(1, 2), dtype=np.float64)
+        out = np.maximum(out, np.abs(m1 - m2) / m1)
+    return out
 
 
 def laplacian_variance(y: np.ndarray) -> np.ndarray:
@@ -77,10 +122,16 @@ def laplacian_variance(y: np.ndarray) -> np.ndarray:
 
 def image_measures(crops: np.ndarray) -> dict[str, np.ndarray]:
     """Quality measures of (N, H, W, 3) uint8 aligned crops -> dict of (N,) float arrays."""
+    keys = list(NATIVE_COLUMNS)[:8]
+    if len(crops) == 0:
+        return {k: np.zeros(0) for k in keys}
+    parts = [_block_measures(crops[s:s + BLOCK]) for s in range(0, len(crops), BLOCK)]
+    return {k: np.concatenate([p[k] for p in parts]) for k in keys}
+
+
+def _block_measures(crops: np.ndarray) -> dict[str, np.ndarray]:
     n = len(crops)
-    if n == 0:
-        return {k: np.zeros(0) for k in list(NATIVE_COLUMNS)[:8]}
-    face = face_region(luminance(crops))
+    face = luminance(face_region(crops))       # only the inner box is converted
     flat = face.reshape(n, -1)
     half = face.shape[2] // 2
     left = face[:, :, :half].reshape(n, -1).mean(1)
@@ -91,7 +142,7 @@ def image_measures(crops: np.ndarray) -> dict[str, np.ndarray]:
     uniform = np.where(left + right > 0, uniform, 1.0)
     return {
         "sharpness_laplacian": laplacian_variance(face),
-        "blur_effect": np.array([blur_effect(f, h_size=11) for f in face]),
+        "blur_effect": blur_effect_batch(face, h_size=11),
         "luminance_mean": flat.mean(1),
         "luminance_var": flat.var(1),
         "underexposure": (flat <= UNDEREXPOSED_MAX).mean(1),

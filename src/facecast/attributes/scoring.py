@@ -76,7 +76,9 @@ class _Runner:
                  threads: int) -> None:
         self.scorer = scorer
         self.cfg = cfg
-        self.device = resolve_device(str(cfg.get("device", "auto")))
+        # native measures are numpy on the CPU: no torch import (~3 CPU s) to resolve a device
+        self.device = ("cpu" if scorer == "native"
+                       else resolve_device(str(cfg.get("device", "auto"))))
         self.batch_size = int(cfg.get("batch_size", 64))
         self.crop = str(cfg.get("crop", "arcface"))
         self.descriptions: dict[str, str] = {}

@@ -22,7 +22,7 @@ from pyro.optim import ClippedAdam
 from tqdm import tqdm
 
 from facecast.covariates.basis import RBFBasis
-from facecast.covariates.model import SITES, ClassFit, Priors, mixture_model
+from facecast.covariates.model import ClassFit, Priors, complete_draws, mixture_model, model_sites
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +69,11 @@ def drift_within_noise(trace: np.ndarray, z: float = 3.0) -> tuple[bool, float]:
 def _init_values(y: np.ndarray, h: int, k: int) -> dict[str, torch.Tensor]:
     """Break the components' symmetry: locations at spread quantiles of the scores."""
     q = np.quantile(y, (np.arange(h) + 0.5) / h) if len(y) else np.zeros(h)
-    return {"w_intercept": torch.zeros(h), "w_coef": torch.zeros(k, h),
+    init = {"w_intercept": torch.zeros(h), "w_coef": torch.zeros(k, h),
             "mu_intercept": torch.as_tensor(q, dtype=torch.float32),
             "mu_coef": torch.zeros(k, h),
             "sigma": torch.full((h,), 0.7 / np.sqrt(h) if h > 1 else 1.0)}
+    return {s: init[s] for s in model_sites(h)}
 
 
 def _priors(cfg: Mapping[str, Any]) -> Priors:
@@ -103,7 +104,7 @@ def fit_class(x: np.ndarray, y: np.ndarray, *, n_components: int, basis: RBFBasi
     else:
         draws = _svi(z, yt, basis, h, priors, cfg, info, seed, label)
     info["seconds"] = time.perf_counter() - t0
-    return ClassFit(h, basis, center, scale, draws), info
+    return ClassFit(h, basis, center, scale, complete_draws(draws, h, k)), info
 
 
 def _svi(z, yt, basis, h, priors, cfg, info, seed, label) -> dict[str, np.ndarray]:
@@ -155,11 +156,11 @@ def _svi(z, yt, basis, h, priors, cfg, info, seed, label) -> dict[str, np.ndarra
                     "steps, %.1f standard errors of the minibatch noise); raise "
                     "covariates.steps", label, rel, t_drift)
     phi1 = basis.features_z(z[:1])
-    out: dict[str, list] = {s: [] for s in SITES}
+    out: dict[str, list] = {s: [] for s in model_sites(h)}
     with torch.no_grad():
         for _ in range(int(cfg["draws"])):
             sample = guide(phi1, yt[:1], n)
-            for s in SITES:
+            for s in out:
                 out[s].append(sample[s].detach().cpu().double().numpy())
     return {s: np.stack(v) for s, v in out.items()}
 
@@ -179,8 +180,9 @@ def _nuts(z, yt, basis, h, priors, cfg, info) -> dict[str, np.ndarray]:
         warnings.filterwarnings("ignore", category=FutureWarning, module="torch.jit")
         mcmc.run()
     diag = mcmc.diagnostics()
-    rhat = [float(np.nanmax(np.asarray(d["r_hat"]))) for s, d in diag.items() if s in SITES]
-    ess = [float(np.nanmin(np.asarray(d["n_eff"]))) for s, d in diag.items() if s in SITES]
+    sites = model_sites(h)
+    rhat = [float(np.nanmax(np.asarray(d["r_hat"]))) for s, d in diag.items() if s in sites]
+    ess = [float(np.nanmin(np.asarray(d["n_eff"]))) for s, d in diag.items() if s in sites]
     info.update({"warmup": int(cfg["warmup"]), "r_hat_max": max(rhat), "ess_min": min(ess)})
     samples = mcmc.get_samples()
-    return {s: samples[s].detach().cpu().double().numpy() for s in SITES}
+    return {s: samples[s].detach().cpu().double().numpy() for s in sites}

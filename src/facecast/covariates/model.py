@@ -7,6 +7,11 @@ scale: a ~ N(0, 1), m ~ N(0, 2), sigma ~ LogNormal(log 0.5, 1), and the basis co
 B ~ N(0, s_w), C ~ N(0, s_mu), where s_w, s_mu are the smoothness setting (smaller = smoother
 surfaces); the coefficients of the linear z columns of the design (see
 :mod:`facecast.covariates.basis`) have N(0, 1) priors.
+
+With one component (H = 1) the mixture weight is 1 whatever a and B are, so the model
+leaves those sites out (:func:`model_sites`): they would only carry draws from their
+priors and cost the sampler dimensions (NUTS ran about three times as long with them).
+Their draws are then zeros (:func:`complete_draws`), which give the same weight 1.
 """
 
 from __future__ import annotations
@@ -23,6 +28,22 @@ from facecast.covariates.basis import RBFBasis
 from facecast.covariates.mixture import destandardise
 
 SITES = ("w_intercept", "w_coef", "mu_intercept", "mu_coef", "sigma")
+#: the mixture-weight sites, left out of a one-component model
+WEIGHT_SITES = ("w_intercept", "w_coef")
+
+
+def model_sites(n_components: int) -> tuple[str, ...]:
+    """The sites :func:`mixture_model` samples with ``n_components`` components."""
+    return SITES if n_components > 1 else tuple(s for s in SITES if s not in WEIGHT_SITES)
+
+
+def complete_draws(draws: dict[str, np.ndarray], n_components: int, n_basis: int
+                   ) -> dict[str, np.ndarray]:
+    """``draws`` of the sampled sites plus zero draws of the sites a one-component model
+    leaves out (weight 1 either way), so every fit has all of :data:`SITES`."""
+    s = len(next(iter(draws.values())))
+    shapes = {"w_intercept": (s, n_components), "w_coef": (s, n_basis, n_components)}
+    return {site: draws[site] if site in draws else np.zeros(shapes[site]) for site in SITES}
 
 
 @dataclass
@@ -45,16 +66,19 @@ def mixture_model(phi: torch.Tensor, y: torch.Tensor | None, n_total: int, n_com
     lin = torch.arange(k, device=phi.device)[:, None] < n_linear      # (k, 1)
     sw = torch.where(lin, priors.linear_scale, priors.weight_scale).to(phi.dtype).expand(k, h)
     sm = torch.where(lin, priors.linear_scale, priors.loc_scale).to(phi.dtype).expand(k, h)
-    a = pyro.sample("w_intercept", dist.Normal(zh, 1.0).to_event(1))
-    b = pyro.sample("w_coef", dist.Normal(zkh, sw).to_event(2))
+    if h > 1:
+        a = pyro.sample("w_intercept", dist.Normal(zh, 1.0).to_event(1))
+        b = pyro.sample("w_coef", dist.Normal(zkh, sw).to_event(2))
     m = pyro.sample("mu_intercept", dist.Normal(zh, 2.0).to_event(1))
     c = pyro.sample("mu_coef", dist.Normal(zkh, sm).to_event(2))
     sigma = pyro.sample("sigma", dist.LogNormal(zh + float(np.log(0.5)), 1.0).to_event(1))
     with pyro.plate("data", n_total, subsample=torch.arange(phi.shape[0], device=phi.device)):
-        logits = a + phi @ b
         mu = m + phi @ c
-        pyro.sample("y", dist.MixtureSameFamily(dist.Categorical(logits=logits),
-                                                dist.Normal(mu, sigma)), obs=y)
+        if h == 1:     # weight 1: the mixture is its one normal component
+            pyro.sample("y", dist.Normal(mu[:, 0], sigma[0]), obs=y)
+        else:
+            pyro.sample("y", dist.MixtureSameFamily(dist.Categorical(logits=a + phi @ b),
+                                                    dist.Normal(mu, sigma)), obs=y)
 
 
 @dataclass

@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from facecast.io.atomic import write_text
-from facecast.report.figures import pyplot, save_figure
+from facecast.report.figures import fixed_grid_layout, pyplot, save_figure
 
 SUMMARY_COLUMNS = ["table", "name", "count", "fraction"]
 
@@ -220,6 +220,5 @@ def plot_attribute_distributions(attributes: str | os.PathLike, path: str | os.P
         ax.set_title(f"{name}\nn={n_ok:,}" + (f", NaN {n_missing:,}" if n_missing else ""),
                      fontsize=7)
         ax.tick_params(labelsize=6)
-    fig.suptitle(title or "attribute distributions", fontsize=9)
-    fig.tight_layout()
+    fixed_grid_layout(fig, nrow, ncol, title=title or "attribute distributions")
     return save_figure(fig, path, dpi=90)[0]

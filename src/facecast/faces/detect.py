@@ -18,14 +18,16 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from PIL import Image
 
 from facecast.faces.config import FacesConfig
 from facecast.io.paths import portable_path
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,8 @@ def select_face(det: Detections, policy: str, width: int, height: int) -> int | 
 
 def resolve_device(device: str) -> torch.device:
     """``auto`` -> cuda if available else cpu; otherwise the named device (must exist)."""
+    import torch  # here: pre-aligned input runs the faces stage without torch
+
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dev = torch.device(device)
@@ -106,6 +110,7 @@ def load_mtcnn_nets(weights_dir: str | Path | None = None, device: torch.device 
     Returns (nets by name, {name: {"path", "sha256"}}). A missing file raises
     FileNotFoundError naming it; a file with the wrong tensors raises RuntimeError.
     """
+    import torch
     from facenet_pytorch.models.mtcnn import ONet, PNet, RNet
 
     wdir = Path(weights_dir) if weights_dir else default_weights_dir()
@@ -179,6 +184,7 @@ class FaceDetector:
         return small, w / nw, h / nh
 
     def _run_batch(self, batch: np.ndarray) -> tuple[Sequence[Any], Sequence[Any]]:
+        import torch
         from facenet_pytorch.models.utils.detect_face import detect_face
 
         tensor = torch.from_numpy(batch).to(self.device)

@@ -38,7 +38,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-import torch
 from tqdm import tqdm
 
 from facecast.datasets.manifest import GIVEN_COLUMNS, read_shard
@@ -222,8 +221,14 @@ def _run_chunk(jobs: list[_Job], detector: FaceDetector | None, cfg: FacesConfig
 
 
 @contextlib.contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """Set torch's intra-op thread count to ``n`` for the block, then restore it."""
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Set torch's intra-op thread count to ``n`` for the block, then restore it; ``None``
+    leaves torch alone (and unimported: pre-aligned input runs without a detector)."""
+    if n is None:
+        yield
+        return
+    import torch
+
     old = torch.get_num_threads()
     torch.set_num_threads(max(1, n))
     try:
@@ -338,7 +343,8 @@ def run_faces_shard(manifest_path: str | os.PathLike, shard: str, root: str | os
     else:
         log.info("faces shard %s: %d images, detector %s on %s, %d worker threads", shard,
                  len(records), detector.name, detector.device, threads)
-    intra = 1 if aligned or detector.device.type == "cpu" else torch.get_num_threads()
+    # a CPU detector runs torch single-threaded inside each worker thread; no detector, no torch
+    intra = None if aligned else 1 if detector.device.type == "cpu" else None
     with torch_threads(intra), ParquetStreamWriter(
             out_path, FACES_SCHEMA, provenance=prov,
             # PNG bytes do not shrink under zstd; stored PNGs (level 0) do

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from PIL import Image
 
 from facecast.faces.config import FacesConfig
@@ -111,6 +110,7 @@ class YuNetDetector:
     def __init__(self, config: Mapping[str, Any] | FacesConfig | None = None, *,
                  threads: int = 1) -> None:
         import cv2
+        import torch
 
         cv2.setNumThreads(max(1, int(threads)))
         self.threads = max(1, int(threads))

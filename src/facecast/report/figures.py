@@ -38,6 +38,26 @@ def pyplot() -> Any:
     return plt
 
 
+def fixed_grid_layout(fig: Any, nrow: int, ncol: int, *, left: float = 0.4,
+                      right: float = 0.1, bottom: float = 0.3, top: float = 0.7,
+                      wgap: float = 0.4, hgap: float = 0.6, title: str | None = None,
+                      title_size: float = 9) -> None:
+    """Space a ``nrow`` x ``ncol`` subplot grid by margins and gaps given in inches, and
+    put ``title`` (if any) 0.1 inch below the top edge.
+
+    For grids of many small panels, where ``tight_layout`` would cost a whole extra draw
+    of every tick label (about half of the figure's time). The defaults leave room for
+    two-line panel titles of 7 pt and tick labels of 6 pt.
+    """
+    w, h = fig.get_size_inches()
+    aw = max((w - left - right - (ncol - 1) * wgap) / ncol, 0.1)
+    ah = max((h - top - bottom - (nrow - 1) * hgap) / nrow, 0.1)
+    fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h,
+                        top=1 - top / h, wspace=wgap / aw, hspace=hgap / ah)
+    if title is not None:
+        fig.suptitle(title, fontsize=title_size, y=1 - 0.1 / h, va="top")
+
+
 @contextlib.contextmanager
 def _fixed_ps_date(suffix: str) -> Iterator[None]:
     """PostScript writes the wall-clock time unless SOURCE_DATE_EPOCH is set: pin it."""
