@@ -2,9 +2,10 @@
 # Layout and artifact flow: see README.md and docs/. All logic lives in src/facecast;
 # rules are thin.
 
+import os
 import sys
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -21,9 +22,10 @@ if not workflow.config_settings.configfiles:
 # produces (e.g. fairness groups from the age_gender scorer). The plan says what was
 # derived and which stages are skipped, and why.
 from facecast.config.prepare import fill_defaults, normalize_config
+from facecast.config.schema import SCHEMA, validate_config
 
 _ABSENT = normalize_config(config)
-validate(config, "workflow/schemas/config.schema.yaml")
+validate_config(config, os.path.join(workflow.basedir, SCHEMA))
 PLAN = fill_defaults(config, _ABSENT)
 for _line in PLAN:
     print(f"facecast plan: {_line}", file=sys.stderr)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
 from facecast.analysis.stage import PER_BENCHMARK_MINING_KEYS, benchmark_mining_config
+from facecast.config.check import ConfigError
+from facecast.config.schema import validate_config as validate
 
 ROOT = Path(__file__).parents[1]
 SCHEMA = str(ROOT / "workflow/schemas/config.schema.yaml")
@@ -31,7 +31,7 @@ def demo() -> dict:
 def test_bad_per_benchmark_mining_overrides_fail_validation(demo, over, needle):
     cfg = copy.deepcopy(demo)
     cfg["benchmarks"]["blurry"]["mining"] = over
-    with pytest.raises(WorkflowError, match=needle):
+    with pytest.raises(ConfigError, match=needle):
         validate(cfg, SCHEMA)
 
 
@@ -59,9 +59,9 @@ def test_good_overrides_pass_and_get_no_defaults_that_would_hide_the_global_ones
 def test_statuses_and_rank_method_values_are_checked(demo):
     cfg = copy.deepcopy(demo)
     cfg["mining"]["statuses"] = ["ok", "no_face"]
-    with pytest.raises(WorkflowError, match="no_face"):
+    with pytest.raises(ConfigError, match="no_face"):
         validate(cfg, SCHEMA)
     cfg = copy.deepcopy(demo)
     cfg["benchmarks"]["old"]["filters"][0]["rank_method"] = "dense"
-    with pytest.raises(WorkflowError, match="dense"):
+    with pytest.raises(ConfigError, match="dense"):
         validate(cfg, SCHEMA)

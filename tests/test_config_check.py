@@ -18,11 +18,11 @@ import yaml
 from conftest import REPO, demo_test_config, tiny_demo_config
 from PIL import Image
 from scale_support import scale_config
-from snakemake.utils import validate
 
 from facecast.config import check as cc
 from facecast.config import columns as config_columns
 from facecast.config.check import ConfigError, check_config, collect
+from facecast.config.schema import validate_config as validate
 
 SCHEMA = str(REPO / "workflow/schemas/config.schema.yaml")
 CELEBA_40 = ("5_o_Clock_Shadow Arched_Eyebrows Attractive Bags_Under_Eyes Bald Bangs Big_Lips "

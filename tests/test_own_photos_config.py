@@ -7,9 +7,9 @@ from pathlib import Path
 
 import yaml
 from conftest import REPO
-from snakemake.utils import validate
 
 from facecast.config.check import collect
+from facecast.config.schema import validate_config as validate
 from facecast.evaluate import targets
 
 

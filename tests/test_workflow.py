@@ -70,7 +70,7 @@ def test_wrong_value_fails_naming_the_key(tmp_path: Path) -> None:
 
 
 def test_schema_fills_defaults() -> None:
-    from snakemake.utils import validate
+    from facecast.config.schema import validate_config as validate
 
     cfg = {"datasets": {"x": {"kind": "folder", "root": "/data"}}}
     validate(cfg, str(REPO / "workflow/schemas/config.schema.yaml"))
@@ -80,7 +80,7 @@ def test_schema_fills_defaults() -> None:
 
 
 def test_default_config_is_valid() -> None:
-    from snakemake.utils import validate
+    from facecast.config.schema import validate_config as validate
 
     with open(REPO / "config.yaml") as fh:
         cfg = yaml.safe_load(fh)

@@ -1,14 +1,14 @@
 """Turn the config a user wrote into the config the workflow runs, before any check.
 
-Three steps, in this order (the Snakefile calls them around Snakemake's schema validation;
-:func:`resolve_config` does all three for library users and tests):
+Three steps, in this order (the Snakefile calls them; :func:`resolve_config` does all three
+for library users and tests):
 
 1. :func:`normalize_config` - the "off" spellings users write for a whole optional stage
    section (``fairness: false``, ``fairness: off``, ``covariates: none``) become
    ``{enabled: false}``; an empty section (``fairness:``) becomes ``{}``. It also records
    which keys with derived defaults (:data:`DERIVED_KEYS`) the user left out.
-2. the JSON-schema validation, which fills the schema's defaults. No schema default names
-   a column only the demo has.
+2. the JSON-schema validation (:func:`facecast.config.schema.validate_config`), which
+   fills the schema's defaults. No schema default names a column only the demo has.
 3. :func:`fill_defaults` - each stage whose defaults depend on what the run produces
    (``facecast.<stage>.checks.fill_defaults(config, absent)``) fills the keys the user left
    out, and says in one line what it derived or why it is skipped and which key turns it
@@ -79,8 +79,8 @@ def resolve_config(config: dict[str, Any], schema: str) -> list[str]:
     """Normalise, schema-validate (filling defaults) and fill derived defaults of
     ``config`` in place, as the Snakefile does; returns the plan lines. ``schema`` is the
     path of ``workflow/schemas/config.schema.yaml``."""
-    from snakemake.utils import validate
+    from facecast.config.schema import validate_config
 
     absent = normalize_config(config)
-    validate(config, schema)
+    validate_config(config, schema)
     return fill_defaults(config, absent)
