@@ -29,11 +29,10 @@ from facecast.config.prepare import resolve_config
 from facecast.datasets.cast_arrays import (
     array_errors,
     open_cast_arrays,
-    path_arrays,
-    read_path_blocks,
     read_rows,
 )
 from facecast.datasets.cast_manifest import build_cast_manifest
+from facecast.datasets.cast_paths import path_arrays, read_path_blocks
 from facecast.datasets.manifest import DatasetError, read_shard_ids
 from facecast.io.parquet_io import read_metadata
 
@@ -452,3 +451,43 @@ def test_training_subset_recordio_reads_back_balanced_without_excluded_rows(tmp_
                        cfg_list, tmp_path / "tl", name="bal", dataset_dir=tmp_path, seed=9)
     lst = (tmp_path / "tl" / "train.lst").read_text().splitlines()
     assert [ln.split("\t")[2] for ln in lst] == sel["path"].tolist()   # same seed, same set
+
+
+def test_sorted_at_equals_np_sort():
+    """The bracketed order statistics are np.sort's values: ties, signed zeros, NaN rows,
+    infinities, ordered columns, positions at both ends and in the middle."""
+    from facecast.analysis.order_stats import sorted_at
+
+    rng = np.random.default_rng(3)
+    n = 300_000
+    cases = [rng.random(n, dtype=np.float32),
+             rng.integers(0, 50, n).astype(np.float32),
+             np.where(rng.random(n) < .5, np.float32(-0.0), np.float32(0.0))
+             + (rng.random(n) < .3).astype(np.float32),
+             np.where(rng.random(n) < .2, np.nan, rng.random(n)).astype(np.float32),
+             np.sort(rng.random(n)),
+             np.sort(rng.random(n)).astype(np.float32)[::-1].copy(),
+             np.repeat(rng.random(n // 21 + 1), 21)[:n].astype(np.float32),
+             np.concatenate([np.full(1000, -np.inf), rng.random(n - 2000),
+                             np.full(1000, np.inf)]).astype(np.float32)]
+    for v in cases:
+        s = np.sort(v)
+        for ks in ([0, 1, n - 2, n - 1], [n // 10 - 1, n // 10, n - 2, n - 1],
+                   [5, 6, 7000, 7001], [n // 2 - 1, n // 2, n // 2 + 1]):
+            got = sorted_at(v, ks)
+            for k in ks:
+                assert got[k] == s[k] or (np.isnan(got[k]) and np.isnan(s[k]))
+
+
+def test_folder_keys_count_distinct_folders():
+    """Two 64-bit keys per fixed-width folder: equal iff the bytes are, counted in or out
+    of order."""
+    from facecast.datasets.cast_paths import distinct_keys, folder_keys
+
+    rng = np.random.default_rng(4)
+    for width in (8, 11, 16):
+        words = rng.integers(48, 50, (500, width), dtype=np.uint8)
+        for rows in (words, words[np.lexsort(words.T[::-1])]):
+            keys = folder_keys(np.ascontiguousarray(rows))
+            assert distinct_keys(keys) == len({r.tobytes() for r in rows})
+    assert folder_keys(np.zeros((3, 7), np.uint8)) is None

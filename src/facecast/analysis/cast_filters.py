@@ -17,14 +17,16 @@ Masks are multiplied (ANDed) after the exclusions (CAST's ``train_set`` mask: fa
 pool, rows not excluded and with a status in ``mining.statuses``).
 
 Exactness and speed: :func:`facecast.analysis.filtering.cast_rank_select` finds a slice
-from one value sort (numpy's SIMD ``np.sort``) when no tie is cut at its ends, and runs
-CAST's full ``np.argsort`` (default kind, the column's own dtype: float32 as shipped) when
-one is, so tied rows at a slice end are cut exactly as CAST's code cuts them on the same
-numpy; two tuples on one column share its read and its argsort. A column is read from the
+from the values at its ends (:mod:`facecast.analysis.order_stats`) when no tie is cut
+there, and runs CAST's full ``np.argsort`` (default kind, the column's own dtype: float32
+as shipped) when one is, so tied rows at a slice end are cut exactly as CAST's code cuts
+them on the same numpy; two tuples on one column share its read and its argsort. A column is read from the
 ``.npy`` file block by block into one reused buffer (never the whole N x K array, never
 twice: the subset's values come from the same read), and columns run in a pool of worker
-processes (``threads``). The selected paths are read block by block with plain file reads
-and turned into Arrow strings from their code points (:func:`read_path_blocks`), and
+processes (``threads``). The selected paths are gathered span by span from a map of the
+span alone and turned into Arrow strings from their code points
+(:func:`facecast.datasets.cast_paths.read_path_blocks`), identities counted from folder
+keys (:func:`facecast.datasets.cast_paths.count_identities`), and
 ``subset.parquet`` is written without dictionary pages for the paths and identities
 (:data:`SUBSET_ENCODING`): the values read back are the same.
 """
@@ -40,7 +42,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from facecast.analysis.filtering import (
     AttributeFilter,
@@ -50,12 +51,13 @@ from facecast.analysis.filtering import (
     filter_mask,
 )
 from facecast.analysis.pool import benchmark_pool
-from facecast.datasets.cast_arrays import CastArrays, fill_from, npy_layout, read_path_blocks
+from facecast.datasets.cast_arrays import CastArrays, fill_from, npy_layout
+from facecast.datasets.cast_paths import count_identities, read_path_blocks
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet
 
 #: rows per block when a column is read from the ``.npy`` file
-READ_ROWS = 1 << 18
+READ_ROWS = 1 << 15
 #: subset columns that are not filtered attributes
 KEY_NAMES = ("image_id", "identity", "split", "row")
 
@@ -119,16 +121,17 @@ def read_column(path: str | os.PathLike, j: int) -> np.ndarray:
 
 
 def _column_masks(args: tuple[str | np.ndarray, int, Sequence[AttributeFilter], int,
-                              np.ndarray | None, bool]
+                              np.ndarray | None, bool, bool]
                   ) -> tuple[list[tuple[np.ndarray, int]], np.ndarray | None]:
-    """Packed masks over all N rows of the filters on column ``j`` (of the ``.npy`` file
-    ``source``, or ``source`` itself when it is the column already read), with the
-    column's valued rows, and the column itself when ``keep`` (for the subset's values).
+    """Masks over all N rows of the filters on column ``j`` (of the ``.npy`` file
+    ``source``, or ``source`` itself when it is the column already read), bit-packed when
+    ``pack`` (to be sent from a worker process), with the column's valued rows, and the
+    column itself when ``keep`` (for the subset's values).
     One column read and at most one full ``argsort`` serve every filter on the column.
     ``pool`` is needed (and given) only by facecast-ranked filters, which rank over it."""
-    source, j, filters, n, pool, keep = args
+    source, j, filters, n, pool, keep, pack = args
     v = source if isinstance(source, np.ndarray) else read_column(source, j)
-    n_valued = int(np.count_nonzero(~np.isnan(v))) if v.dtype.kind == "f" else n
+    n_valued = n - int(np.count_nonzero(np.isnan(v))) if v.dtype.kind == "f" else n
     order: list[np.ndarray] = []
 
     def argsort() -> np.ndarray:         # CAST's full argsort, once per column
@@ -144,7 +147,7 @@ def _column_masks(args: tuple[str | np.ndarray, int, Sequence[AttributeFilter], 
             m = cast_rank_select(v, float(lo), float(hi), f.ties, argsort=argsort)
         else:
             m = filter_mask(v, pool if pool is not None else np.ones(n, bool), f)
-        out.append((np.packbits(m), n_valued))
+        out.append((np.packbits(m) if pack else m, n_valued))
     return out, (v if keep else None)
 
 
@@ -173,7 +176,7 @@ def select_from_arrays(arrays: CastArrays, attributes_path: str | os.PathLike,
     jobs = [(os.fspath(attributes_path), arrays.columns.index(a), [filters[i] for i in idx],
              n, pool if any(filters[i].mode == "rank" and filters[i].cast_bounds is None
                             and filters[i].rank_method != "cast" for i in idx) else None,
-             values is not None and not parallel)
+             values is not None and not parallel, parallel)
             for a, idx in by_column.items()]
     if parallel:
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as ex:
@@ -183,24 +186,26 @@ def select_from_arrays(arrays: CastArrays, attributes_path: str | os.PathLike,
             read = read_columns(attributes_path, [job[1] for job in jobs])
             jobs = [(column, *job[1:]) for column, job in zip(read, jobs, strict=True)]
         done = [_column_masks(job) for job in jobs]
-    results: list[tuple[np.ndarray, int]] = [(np.empty(0, np.uint8), 0)] * len(filters)
+    results: list[tuple[np.ndarray, int]] = [(np.empty(0, bool), 0)] * len(filters)
     for (a, idx), (masks, column) in zip(by_column.items(), done, strict=True):
         for i, r in zip(idx, masks, strict=True):
             results[i] = r
         if values is not None and column is not None:
             values[a] = column
     mask = np.asarray(pool, bool).copy()
-    report: dict[str, Any] = {"n_rows": n, "n_pool": int(mask.sum()), "filters": []}
+    report: dict[str, Any] = {"n_rows": n, "n_pool": int(np.count_nonzero(mask)),
+                              "filters": []}
     for f, (packed, n_valued) in zip(filters, results, strict=True):
-        m = np.unpackbits(packed, count=n).astype(bool)
+        m = packed if packed.dtype == bool else np.unpackbits(packed, count=n).view(bool)
         report["filters"].append({"attribute": f.attribute, "mode": f.mode,
                                   "rank_method": ("cast" if f.cast_bounds is not None
                                                   and f.mode == "rank" else f.rank_method),
                                   "bounds": list(f.cast_bounds or (f.low, f.high)),
-                                  "n_valued": n_valued, "n_pass_all_rows": int(m.sum()),
-                                  "n_pass": int((m & pool).sum())})
+                                  "n_valued": n_valued,
+                                  "n_pass_all_rows": int(np.count_nonzero(m)),
+                                  "n_pass": int(np.count_nonzero(m & pool))})
         mask &= m
-    report["n_subset"] = int(mask.sum())
+    report["n_subset"] = int(np.count_nonzero(mask))
     return mask, report
 
 
@@ -225,22 +230,21 @@ def write_array_subset(arrays: CastArrays, attributes_path: str | os.PathLike,
     rows = np.flatnonzero(mask)
     image_id, ident, heads = [], [], []
     # block by block with file reads: no N-long copy, no mapped page left resident
-    for ids, folders, first in read_path_blocks(paths_path, rows):
+    for ids, folders, first, head_keys in read_path_blocks(paths_path, rows):
         image_id.append(ids)
         ident.append(folders)
-        heads.append(folders.filter(pa.array(first)))   # each identity run once
+        heads.append((folders, first, head_keys))     # each identity run once
     table = {"image_id": pa.chunked_array(image_id, type=pa.string()),
              "identity": pa.chunked_array(ident, type=pa.string()),
              "split": pa.DictionaryArray.from_arrays(np.zeros(len(rows), np.int8), ["all"]),
-             "row": pa.array(rows.astype(np.int64))}
+             "row": pa.array(rows.astype(np.int64, copy=False))}
     attrs = list(dict.fromkeys(f.attribute for f in filters))
     for a in attrs:
         column = (values or {}).get(a)
         if column is None:
             column = read_column(attributes_path, arrays.columns.index(a))
         table[a] = pa.array(column[rows].astype(np.float64))
-    report["n_identities"] = (len(pc.unique(pa.chunked_array(heads, type=pa.string())))
-                              if len(rows) else 0)
+    report["n_identities"] = count_identities(heads) if len(rows) else 0
     prov = dict(provenance or {})
     prov.update({"stage": "benchmark_subset", "source": "cast_arrays",
                  "filters": [{k: v for k, v in vars(f).items()} for f in filters]})

@@ -57,6 +57,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from facecast.analysis.order_stats import sorted_at
 from facecast.analysis.pool import DEFAULT_STATUSES, benchmark_pool
 from facecast.analysis.ranks import average_ranks
 from facecast.analysis.template_level import table_level
@@ -229,8 +230,9 @@ def cast_rank_select(values: np.ndarray, lo_pct: float, hi_pct: float,
     Exactly CAST's selection, in the array's own dtype (float32 as CAST ships it: a float64
     copy can order ties differently). Fast path: when the values just inside and just
     outside both ends of the slice differ (no tie is cut) and the slice holds no NaN, the
-    slice is every value between its end values, read from one value sort (numpy's SIMD
-    ``np.sort`` of 32- and 64-bit types; ``np.partition`` for others); otherwise the full
+    slice is every value between its end values, read from the sorted positions of floats
+    (:func:`facecast.analysis.order_stats.sorted_at`), a value sort of 32- and 64-bit
+    integers or ``np.partition`` of others; otherwise the full
     ``np.argsort`` decides, as in CAST. ``ties="row_order"`` cuts a tie in row order
     instead (``np.argsort(kind="stable")``) without sorting rows: numpy's default order of
     tied values is an implementation detail of its sort.
@@ -244,13 +246,15 @@ def cast_rank_select(values: np.ndarray, lo_pct: float, hi_pct: float,
     mask = np.zeros(n, bool)
     if stop <= start:
         return mask
-    if v.dtype.kind in "fiu" and v.dtype.itemsize >= 4:
-        # the values at the slice's ends from a full value sort: numpy's SIMD sort of 32- and
-        # 64-bit types (AVX2 / AVX-512) took 0.4 s for 42M float32, np.partition 0.9 s
+    ends = [k for k in (start - 1, start, stop - 1, stop) if 0 <= k < n]
+    if v.dtype.kind == "f" and v.dtype.itemsize >= 4:
+        # the values at the slice's ends without a full sort (order_stats), as numpy's SIMD
+        # sort of 32- and 64-bit types gives them (0.4 s for 42M float32; np.partition 0.9 s)
+        part = sorted_at(v, ends)
+    elif v.dtype.kind in "iu" and v.dtype.itemsize >= 4:
         part = np.sort(v)
     else:
-        part = np.partition(v, sorted({k for k in (start - 1, start, stop - 1, stop)
-                                       if 0 <= k < n}))
+        part = np.partition(v, sorted(set(ends)))
     first, last = part[start], part[stop - 1]
     tie_cut = ((start > 0 and not part[start - 1] < first)
                or (stop < n and not (last < part[stop] or np.isnan(part[stop]))))

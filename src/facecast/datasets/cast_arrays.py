@@ -29,6 +29,7 @@ without detecting, embedding or scoring anything.
 from __future__ import annotations
 
 import csv
+import mmap
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -170,166 +171,6 @@ def _as_str(paths: np.ndarray) -> np.ndarray:
     return paths if paths.dtype.kind == "U" else np.char.decode(paths, "utf-8")
 
 
-def _ascii_codes(paths: np.ndarray) -> np.ndarray | None:
-    """The fixed-width paths as an ``(n, width)`` uint8 matrix of ASCII codes (NUL-padded
-    at the end, as numpy pads), or None when a path has a non-ASCII character."""
-    p = np.ascontiguousarray(paths)
-    unit = 1 if p.dtype.kind == "S" else 4
-    width = p.dtype.itemsize // unit
-    if not width or not len(p):
-        return np.zeros((len(p), width), np.uint8)
-    codes = p.view(np.uint8 if unit == 1 else np.uint32).reshape(len(p), width)
-    if int(codes.max()) >= 128:
-        return None
-    return codes if unit == 1 else codes.astype(np.uint8)
-
-
-def _end_of_last(hit: np.ndarray) -> np.ndarray:
-    """Per row of a bool matrix: 1 + the column of its last True (0 when none)."""
-    n, w = hit.shape
-    if not w:
-        return np.zeros(n, np.int64)
-    back = np.argmax(hit[:, ::-1], axis=1)
-    found = hit[np.arange(n), w - 1 - back]
-    return np.where(found, w - back, 0)
-
-
-def _strings(codes: np.ndarray, lengths: np.ndarray) -> Any:
-    """A pyarrow string array of the first ``lengths[i]`` ASCII codes (uint8) of each row;
-    equal lengths take a contiguous slice, no per-row mask."""
-    import pyarrow as pa
-
-    n, w = codes.shape
-    if n and int(lengths.min()) == int(lengths.max()):
-        data = np.ascontiguousarray(codes[:, :int(lengths[0])]).reshape(-1)
-    else:
-        data = codes[np.arange(w)[None, :] < lengths[:, None]]
-    offsets = np.zeros(n + 1, np.int32 if data.size < 2**31 else np.int64)
-    np.cumsum(lengths, dtype=offsets.dtype, out=offsets[1:])
-    kind = pa.string() if offsets.dtype == np.int32 else pa.large_string()
-    return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
-def _fixed_folder(codes: np.ndarray) -> int | None:
-    """The column of the last ``/`` when it is the same in every row (WebFace42M's
-    fixed-width identity folders), else None."""
-    slashes = np.flatnonzero(codes[0] == ord("/")) if len(codes) else []
-    if not len(slashes):
-        return None
-    k = int(slashes[-1])
-    if (codes[:, k] == ord("/")).all() and not (codes[:, k + 1:] == ord("/")).any():
-        return k
-    return None
-
-
-def _rows_differ(keys: np.ndarray) -> np.ndarray:
-    """``keys[i] != keys[i - 1]`` for i >= 1, rows of a C-contiguous uint8 matrix compared
-    as raw bytes."""
-    v = keys.view(np.dtype((np.void, keys.shape[1]))).reshape(-1)
-    return v[1:] != v[:-1]
-
-
-def _ascii_columns(codes: np.ndarray) -> tuple[Any, Any, np.ndarray]:
-    """``(paths, identities, heads)`` of ASCII code rows (uint8, NUL-padded at the end);
-    ``heads`` marks the rows whose identity differs from the previous row's (row 0 too)."""
-    n, w = codes.shape
-    full = (bool(codes[:, -1].all()) if n else False) if w else True
-    lengths = np.full(n, w, np.int64) if full else _end_of_last(codes != 0)
-    heads = np.ones(n, bool)
-    k = _fixed_folder(codes) if w else None
-    if k is not None:                       # one folder width: a contiguous slice
-        folder = np.full(n, k, np.int64)
-        if n > 1 and k:
-            heads[1:] = _rows_differ(np.ascontiguousarray(codes[:, :k]))
-        elif n > 1:
-            heads[1:] = False
-    else:
-        folder = np.maximum(_end_of_last(codes == ord("/")) - 1, 0)
-        if n > 1 and w:
-            # each row's folder bytes, zero beyond, compared with the previous row's
-            kept = np.where(np.arange(w)[None, :] < folder[:, None], codes, 0)
-            heads[1:] = _rows_differ(np.ascontiguousarray(kept)) \
-                | (folder[1:] != folder[:-1])
-        elif n > 1:
-            heads[1:] = False
-    return _strings(codes, lengths), _strings(codes, folder), heads
-
-
-def path_arrays(paths: np.ndarray) -> tuple[Any, Any]:
-    """``(paths, identities)`` of a block of fixed-width paths as pyarrow string arrays; the
-    identity is the folder (``os.path.dirname``, as CAST's ``make_id_array``; '' for a
-    path without one). ASCII paths are converted from their code units with numpy (one
-    uint8 matrix, no Python object per row); others through pyarrow."""
-    codes = _ascii_codes(np.asarray(paths))
-    if codes is not None:
-        return _ascii_columns(codes)[:2]
-    return _unicode_columns(paths)
-
-
-def _utf8_strings(codes: np.ndarray, lengths: np.ndarray) -> Any:
-    """A pyarrow string array of the first ``lengths[i]`` UTF-32 code points of each row:
-    the kept code points are encoded to UTF-8 in one codec call, the offsets counted from
-    each code point's UTF-8 width (no Python object per row)."""
-    import pyarrow as pa
-
-    n, w = codes.shape
-    cps = np.ascontiguousarray(codes[np.arange(w)[None, :] < lengths[:, None]])
-    try:
-        data = cps.tobytes().decode("utf-32-le").encode("utf-8")
-    except (UnicodeDecodeError, UnicodeEncodeError) as exc:
-        raise DatasetError(f"path array holds a code point that is not valid Unicode "
-                           f"({exc})") from exc
-    width = (1 + (cps >= 0x80).astype(np.int64) + (cps >= 0x800) + (cps >= 0x10000))
-    cum = np.zeros(len(cps) + 1, np.int64)
-    np.cumsum(width, out=cum[1:])
-    ends = np.zeros(n + 1, np.int64)
-    np.cumsum(lengths, out=ends[1:])
-    offsets = cum[ends]
-    if len(data) < 2**31:
-        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(
-            offsets.astype(np.int32)), pa.py_buffer(data)])
-    return pa.Array.from_buffers(pa.large_string(), n,
-                                 [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
-def _unicode_columns(paths: np.ndarray) -> tuple[Any, Any]:
-    """:func:`path_arrays` of paths with non-ASCII characters, from their UTF-32 code
-    points (numpy's own layout; ``S`` paths are decoded as UTF-8 first)."""
-    p = np.ascontiguousarray(_as_str(np.asarray(paths)))
-    codes = p.view(np.uint32).reshape(len(p), p.dtype.itemsize // 4)
-    lengths = _end_of_last(codes != 0)
-    folder = np.maximum(_end_of_last(codes == ord("/")) - 1, 0)
-    return _utf8_strings(codes, lengths), _utf8_strings(codes, folder)
-
-
-def read_path_blocks(path: str | os.PathLike, rows: np.ndarray, block: int = 1 << 18
-                     ) -> Iterator[tuple[Any, Any, np.ndarray]]:
-    """``(paths, identities, heads)`` (:func:`path_arrays`; ``heads``: rows whose identity
-    differs from the previous row's in the block) of the rows ``rows`` (ascending) of a
-    fixed-width path ``.npy`` file, block by block (:func:`read_rows`). ASCII paths are cast
-    to one byte per character, before their rows are picked when most rows of the span
-    are (numpy's gather of wide unicode items is slow), after when few are."""
-    for data, picked in _read_spans(path, rows, block):
-        unit = 1 if data.dtype.kind == "S" else 4
-        width = data.dtype.itemsize // unit
-        if width:
-            codes = data.view(np.uint8 if unit == 1 else np.uint32).reshape(len(data), width)
-            sparse = 4 * len(picked) < len(codes)       # few rows: pick them, then cast
-            if sparse:
-                codes = np.take(codes, picked, axis=0)
-            if int(codes.max()) < 128:                  # (fresh arrays: buf is reused)
-                small = codes.astype(np.uint8, copy=False)
-                yield _ascii_columns(small if sparse else np.take(small, picked, axis=0))
-                continue
-        ids, folders = path_arrays(data[picked])
-        yield ids, folders, np.ones(len(picked), bool)
-
-
-def identities(paths: np.ndarray) -> Any:
-    """The folder of each path as a pyarrow string array (:func:`path_arrays`)."""
-    return path_arrays(paths)[1]
-
-
 def _path_hash(paths: np.ndarray) -> np.ndarray:
     """A 64-bit polynomial hash per fixed-width path (equal paths, equal hashes)."""
     p = _as_str(np.ascontiguousarray(paths))
@@ -442,12 +283,25 @@ def fill_from(fh: BinaryIO, view: memoryview) -> int:
     return done
 
 
+def map_span(fh: BinaryIO, start: int, nbytes: int) -> np.ndarray | None:
+    """Bytes ``start .. start + nbytes - 1`` (``nbytes`` > 0) of the open file ``fh`` as a
+    read-only uint8 array over a memory map of that span alone (no copy, no read of the
+    pages into a buffer); the map, and the pages it keeps resident, go with the last array
+    that views it. None when the file ends before the span does."""
+    if start + nbytes > os.fstat(fh.fileno()).st_size:
+        return None
+    at = start - start % mmap.ALLOCATIONGRANULARITY
+    mapped = mmap.mmap(fh.fileno(), start + nbytes - at, offset=at, access=mmap.ACCESS_READ)
+    return np.frombuffer(mapped, np.uint8, nbytes, start - at)
+
+
 def _read_spans(path: str | os.PathLike, rows: np.ndarray, block: int
                 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """``(span, picked)`` per block: ``span`` the file rows from the block's first selected
-    row on (at most ``block`` rows, one plain read into a buffer reused for every block:
-    valid until the next block), ``picked`` the selected rows' positions in it. File spans
-    holding no selected row are skipped."""
+    row on (at most ``block`` rows, a read-only view of a memory map of those rows alone,
+    :func:`map_span`: unmapped once the caller drops it, so at most a block's pages stay
+    resident), ``picked`` the selected rows' positions in it. File spans holding no
+    selected row are skipped."""
     shape, dtype, offset = npy_layout(path)
     inner = int(np.prod(shape[1:], dtype=np.int64))
     row_bytes = dtype.itemsize * inner
@@ -459,27 +313,25 @@ def _read_spans(path: str | os.PathLike, rows: np.ndarray, block: int
             want = rows[lo:lo + block]
             yield np.zeros((int(want[-1] - want[0]) + 1, *shape[1:]), dtype), want - want[0]
         return
-    buf = np.empty(min(block, int(rows[-1] - rows[0]) + 1) * row_bytes, np.uint8)
     with open(path, "rb", buffering=0) as fh:
         i = 0
         while i < len(rows):
             first = int(rows[i])
             j = int(np.searchsorted(rows, first + block, side="left"))
             count = int(rows[j - 1]) + 1 - first
-            fh.seek(offset + first * row_bytes)
-            if fill_from(fh, memoryview(buf)[:count * row_bytes]) < count * row_bytes:
+            span = map_span(fh, offset + first * row_bytes, count * row_bytes)
+            if span is None:
                 raise DatasetError(f"{path}: file ends before row {first + count - 1}")
-            yield buf[:count * row_bytes].view(dtype).reshape(count, *shape[1:]), \
-                rows[i:j] - first
+            yield span.view(dtype).reshape(count, *shape[1:]), rows[i:j] - first
             i = j
 
 
 def read_rows(path: str | os.PathLike, rows: np.ndarray, block: int = 1 << 18
               ) -> Iterator[np.ndarray]:
     """The rows ``rows`` (ascending) of a ``.npy`` file, in blocks: each block holds the
-    selected rows of at most ``block`` consecutive file rows, read with one plain file read
-    into a buffer reused for every block (unlike a memory map, nothing stays resident;
-    unlike fresh reads, no new pages per block)."""
+    selected rows of at most ``block`` consecutive file rows, gathered from a memory map of
+    those rows alone (:func:`map_span`: unlike a map of the whole file, nothing stays
+    resident; unlike a read into a buffer, no copy of the rows left out)."""
     for data, picked in _read_spans(path, rows, block):
         yield data[picked]
 

@@ -28,10 +28,10 @@ from facecast.datasets.cast_arrays import (
     OK,
     STATUSES,
     CastArrays,
-    identities,
     open_cast_arrays,
     row_statuses,
 )
+from facecast.datasets.cast_paths import identities
 from facecast.datasets.manifest import ID_SEP, shard_name
 from facecast.io.parquet_io import ParquetStreamWriter
 from facecast.io.paths import portable_path
