@@ -10,13 +10,11 @@ target of config/cc11.yaml's setup (``faces.detector: none``, native attributes,
 correlations, evaluation, the .bin suite table) with ``--cores`` cores. Prints the wall
 time of the Snakemake run (the data generation is not timed) and the slowest jobs.
 
-Figures (docs/SCALE.md, "An LFW-sized .bin end to end"; 2 cores shared with other work):
-6,000 pairs took 425.7 s before the CPU speed work of issue 21 (``inference: frozen``,
-``embed.cpu_micro_batch``, ``embed.tune_malloc``; load not recorded) and 230.6 s after at
-load 1.3-2.7 (385 CPU s; embed 144 s, native attributes 43 s, faces 23 s): the < 3 min
-goal is missed by about 50 s. 1,000 pairs at load 4-7: 249.3 s / 202 CPU s before,
-109.2 s / 104 CPU s after. One 4,000-face embed shard, before and after run side by side:
-592.9 s / 266.2 CPU s -> 189.2 s / 85.4 CPU s.
+Figures (docs/SCALE.md, "An LFW-sized .bin end to end"): 6,000 pairs took 425.7 s before
+the CPU speed work of issue 21 and 230.6 s after its first part (three shards of 4,000, a
+shared machine); on an idle machine with the later changes (no torch in the faces and
+native attribute jobs, the batched blur effect) 162.5 s with config/cc11.yaml's shard size
+(one shard) and 187.7 s with ``--shard-size 4000``.
 
 Usage: python benchmarks/bin_suite.py [--pairs 6000] [--arch mbf] [--cores 2]
        [--shard-size N] [--keep DIR]
