@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -127,6 +128,17 @@ def demo_run(tmp_path_factory) -> tuple[Path, dict]:
     cfg = demo_test_config()
     run_snakemake(work, cfg)
     return work, cfg
+
+
+def torch_modules_after(code: str) -> list[str]:
+    """The torch modules a fresh Python process has loaded after running ``code`` (which
+    must succeed): a job that needs no torch should not pay its ~3 CPU-s import."""
+    probe = ("\nimport json, sys\nprint(json.dumps(sorted(m for m in sys.modules "
+             "if m == 'torch' or m.startswith('torch.'))))")
+    proc = subprocess.run([sys.executable, "-c", code + probe], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def copy_workdir(src: Path, dst: Path) -> Path:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from conftest import torch_modules_after
 from scipy.ndimage import gaussian_filter
 from skimage import data
 
@@ -181,15 +180,10 @@ def test_native_scorer_job_does_not_import_torch(tmp_path, face_crop):
     seconds per job on a 2-core machine, more than the measures of a small shard)."""
     faces, emb = _hand_shard(tmp_path, face_crop)
     out = tmp_path / "native.parquet"
-    code = ("import sys\n"
-            "from facecast.attributes.stage import score_shard\n"
+    code = ("from facecast.attributes.stage import score_shard\n"
             f"score_shard('native', {str(faces)!r}, {str(out)!r}, {{'device': 'auto'}},\n"
-            f"            embed_paths={{'m1': {str(emb)!r}}})\n"
-            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout
+            f"            embed_paths={{'m1': {str(emb)!r}}})")
+    assert torch_modules_after(code) == []
     assert read_metadata(out)["facecast.attribute_columns"]
 
 

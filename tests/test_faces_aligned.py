@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from conftest import torch_modules_after
 from PIL import Image
 
 from facecast.datasets.manifest import finalize_manifest, write_manifest
@@ -131,15 +130,10 @@ def test_stage_runs_without_a_detector(tmp_path, monkeypatch):
     prov = read_provenance(out)
     assert prov["model"] == {"detector": "none", "aligned_as": "arcface112"}
     # without a detector the job needs no torch (its import is ~3 CPU s per job)
-    code = ("import sys\n"
-            "from facecast.faces.stage import run_faces_shard\n"
+    code = ("from facecast.faces.stage import run_faces_shard\n"
             f"run_faces_shard({str(tmp_path / 'm.parquet')!r}, '00000', {str(root)!r},\n"
-            f"                {str(tmp_path / 'g.parquet')!r}, {{'detector': 'none'}})\n"
-            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout
+            f"                {str(tmp_path / 'g.parquet')!r}, {{'detector': 'none'}})")
+    assert torch_modules_after(code) == []
     assert pq.read_table(tmp_path / "g.parquet").num_rows == 3
 
 
