@@ -166,14 +166,14 @@ def array_errors(ds: str, spec: Mapping[str, Any]) -> list[str]:
     return errors
 
 
-def _as_str(paths: np.ndarray) -> np.ndarray:
+def as_str(paths: np.ndarray) -> np.ndarray:
     """Fixed-width ``S`` paths decoded as UTF-8 (``U`` arrays are returned as they are)."""
     return paths if paths.dtype.kind == "U" else np.char.decode(paths, "utf-8")
 
 
 def _path_hash(paths: np.ndarray) -> np.ndarray:
     """A 64-bit polynomial hash per fixed-width path (equal paths, equal hashes)."""
-    p = _as_str(np.ascontiguousarray(paths))
+    p = as_str(np.ascontiguousarray(paths))
     codes = p.view(np.uint32).reshape(len(p), -1) if p.dtype.itemsize else \
         np.zeros((len(p), 0), np.uint32)
     h = np.full(len(p), 1469598103934665603, dtype=np.uint64)
@@ -213,7 +213,7 @@ def duplicate_rows(paths: np.ndarray) -> np.ndarray:
 
 def _path_status(paths: np.ndarray) -> np.ndarray:
     """Status codes of one block from its paths alone (empty, absolute, ``..``, no folder)."""
-    p = _as_str(np.asarray(paths))
+    p = as_str(np.asarray(paths))
     code = np.zeros(len(p), np.uint8)
     slashed = np.char.add(np.char.add("/", np.char.replace(p, "\\", "/")), "/")
     bad = (np.char.startswith(p, "/") | np.char.startswith(p, "\\")
@@ -295,8 +295,8 @@ def map_span(fh: BinaryIO, start: int, nbytes: int) -> np.ndarray | None:
     return np.frombuffer(mapped, np.uint8, nbytes, start - at)
 
 
-def _read_spans(path: str | os.PathLike, rows: np.ndarray, block: int
-                ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def read_spans(path: str | os.PathLike, rows: np.ndarray, block: int
+               ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """``(span, picked)`` per block: ``span`` the file rows from the block's first selected
     row on (at most ``block`` rows, a read-only view of a memory map of those rows alone,
     :func:`map_span`: unmapped once the caller drops it, so at most a block's pages stay
@@ -332,7 +332,7 @@ def read_rows(path: str | os.PathLike, rows: np.ndarray, block: int = 1 << 18
     selected rows of at most ``block`` consecutive file rows, gathered from a memory map of
     those rows alone (:func:`map_span`: unlike a map of the whole file, nothing stays
     resident; unlike a read into a buffer, no copy of the rows left out)."""
-    for data, picked in _read_spans(path, rows, block):
+    for data, picked in read_spans(path, rows, block):
         yield data[picked]
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from facecast.datasets.cast_arrays import _as_str, _read_spans
+from facecast.datasets.cast_arrays import as_str, read_spans
 from facecast.datasets.manifest import DatasetError
 
 #: folder widths keyed by two overlapping 8-byte words
@@ -191,7 +191,7 @@ def _utf8_strings(codes: np.ndarray, lengths: np.ndarray) -> Any:
 def _unicode_columns(paths: np.ndarray) -> tuple[Any, Any]:
     """:func:`path_arrays` of paths with non-ASCII characters, from their UTF-32 code
     points (numpy's own layout; ``S`` paths are decoded as UTF-8 first)."""
-    p = np.ascontiguousarray(_as_str(np.asarray(paths)))
+    p = np.ascontiguousarray(as_str(np.asarray(paths)))
     codes = p.view(np.uint32).reshape(len(p), p.dtype.itemsize // 4)
     lengths = _end_of_last(codes != 0)
     folder = np.maximum(_end_of_last(codes == ord("/")) - 1, 0)
@@ -207,7 +207,7 @@ def read_path_blocks(path: str | os.PathLike, rows: np.ndarray, block: int = 1 <
     character, before their rows are picked when at least half the rows of the span are,
     after when fewer are (then only the picked rows' pages are cast: measured faster up to
     about half at 42M rows)."""
-    for data, picked in _read_spans(path, rows, block):
+    for data, picked in read_spans(path, rows, block):
         unit = 1 if data.dtype.kind == "S" else 4
         width = data.dtype.itemsize // unit
         if width:
