@@ -47,8 +47,8 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from facecast.datasets.recordio import encode_record, pack
-from facecast.io.atomic import atomic_path, write_text
+from facecast.datasets.recordio import pack, write_recordio
+from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet
 
 FORMATS = ("recordio", "list", "folder")
@@ -146,22 +146,17 @@ def write_recordio_subset(sel: pd.DataFrame, fetch: Callable[[str], bytes],
     n, labels = len(sel), sel["label"].to_numpy()
     n_classes = int(labels.max()) + 1 if n else 0
     a = n + 1
-    with atomic_path(out_dir / "train.rec") as rec_tmp, \
-            atomic_path(out_dir / "train.idx") as idx_tmp, open(rec_tmp, "wb") as rec:
-        lines = []
+    starts = np.searchsorted(labels, np.arange(n_classes + 1)) + 1
 
-        def put(key: int, payload: bytes) -> None:
-            lines.append(f"{key}\t{rec.tell()}\n")
-            rec.write(encode_record(payload))
-
-        put(0, pack([float(a), float(a + n_classes)], b"", 0, 0))
+    def records():
+        yield 0, pack([float(a), float(a + n_classes)], b"", 0, 0)
         for k, (path, lab) in enumerate(tqdm(zip(sel["path"], labels, strict=True), total=n,
                                              desc="train.rec", mininterval=10), start=1):
-            put(k, pack(float(lab), fetch(path), k, 0))
-        starts = np.searchsorted(labels, np.arange(n_classes + 1)) + 1
+            yield k, pack(float(lab), fetch(path), k, 0)
         for c in range(n_classes):
-            put(a + c, pack([float(starts[c]), float(starts[c + 1])], b"", a + c, 0))
-        Path(idx_tmp).write_text("".join(lines))
+            yield a + c, pack([float(starts[c]), float(starts[c + 1])], b"", a + c, 0)
+
+    write_recordio(out_dir / "train.rec", out_dir / "train.idx", records())
     write_text(out_dir / "property", f"{n_classes},{size[0]},{size[1]}\n")
 
 

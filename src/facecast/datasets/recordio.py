@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from facecast.datasets.manifest import DatasetError
+from facecast.io.atomic import atomic_path
 
 MAGIC = 0xCED7230A
 MAGIC_BYTES = struct.pack("<I", MAGIC)
@@ -95,13 +96,17 @@ def encode_record(payload: bytes) -> bytes:
 
 def write_recordio(rec_path: str | os.PathLike, idx_path: str | os.PathLike,
                    records: Iterable[tuple[int, bytes]]) -> dict[int, int]:
-    """Write ``(record id, payload)`` pairs as an indexed RecordIO pair; return id -> offset."""
+    """Write ``(record id, payload)`` pairs as an indexed RecordIO pair; return id -> offset.
+
+    Both files are written atomically (:func:`facecast.io.atomic.atomic_path`): an
+    interrupted write leaves neither a partial ``.rec`` nor an index of one."""
     offsets: dict[int, int] = {}
-    with open(rec_path, "wb") as rec:
-        for key, payload in records:
-            offsets[int(key)] = rec.tell()
-            rec.write(encode_record(payload))
-    Path(idx_path).write_text("".join(f"{k}\t{o}\n" for k, o in offsets.items()))
+    with atomic_path(rec_path) as rec_tmp, atomic_path(idx_path) as idx_tmp:
+        with open(rec_tmp, "wb") as rec:
+            for key, payload in records:
+                offsets[int(key)] = rec.tell()
+                rec.write(encode_record(payload))
+        Path(idx_tmp).write_text("".join(f"{k}\t{o}\n" for k, o in offsets.items()))
     return offsets
 
 
