@@ -245,7 +245,7 @@ def build_train_subset(subset_path: str | os.PathLike, manifest_path: str | os.P
         select_training_subset,
         write_training_subset,
     )
-    from facecast.datasets.cast_arrays import read_columns
+    from facecast.datasets.cast_arrays import read_column_names
     from facecast.datasets.targets import dataset_root
     from facecast.io.parquet_io import read_provenance
 
@@ -254,7 +254,7 @@ def build_train_subset(subset_path: str | os.PathLike, manifest_path: str | os.P
                                                                           else []))
     col = str(cfg.get("balance_by") or "")
     if col and arrays:
-        j = read_columns(spec["columns"]).index(col)
+        j = read_column_names(spec["columns"]).index(col)
         pool[col] = read_column(spec["attributes"], j)[pool["row"].to_numpy()]
     elif col:
         vals = read_parquet(attributes_path, columns=["image_id", col])

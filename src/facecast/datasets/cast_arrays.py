@@ -81,7 +81,7 @@ class CastArrays:
         return np.asarray(self.exclude, dtype=bool)
 
 
-def read_columns(path: str | os.PathLike) -> list[str]:
+def read_column_names(path: str | os.PathLike) -> list[str]:
     """The names in ``columns.csv``: every cell of every row, in order (CAST's layout)."""
     p = Path(path)
     if not p.is_file():
@@ -120,7 +120,7 @@ def open_cast_arrays(spec: Mapping[str, Any]) -> CastArrays:
             raise DatasetError(f"dataset kind cast_arrays needs '{key}' ({what})")
     attrs = _load(spec["attributes"], ARRAY_KEYS["attributes"])
     paths = _load(spec["paths"], ARRAY_KEYS["paths"])
-    columns = read_columns(spec["columns"])
+    columns = read_column_names(spec["columns"])
     if attrs.ndim != 2:
         raise DatasetError(f"attribute array {spec['attributes']} has shape {attrs.shape}; "
                            "it must be N x K")

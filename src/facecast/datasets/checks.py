@@ -22,7 +22,7 @@ from typing import Any
 from facecast.config.bin_sets import bin_spec_errors
 from facecast.config.columns import register_labels
 from facecast.config.util import module_constant, need_file, section, warn
-from facecast.datasets.cast_arrays import array_errors, read_columns
+from facecast.datasets.cast_arrays import array_errors, read_column_names
 from facecast.datasets.label_noise import DEMO_LABEL_NOISE, noise_attributes
 from facecast.datasets.manifest import DatasetError
 
@@ -227,7 +227,7 @@ def cast_array_columns(ds: str, spec: Mapping[str, Any], errors: list[str]) -> s
     """The attribute columns ``columns.csv`` names (they become the attribute table's
     columns as they are, no ``label_`` prefix)."""
     try:
-        return set(read_columns(str(spec.get("columns", ""))))
+        return set(read_column_names(str(spec.get("columns", ""))))
     except (DatasetError, OSError):
         return None  # reported by the array checks
 
