@@ -222,25 +222,40 @@ def build_config(args: argparse.Namespace, work: Path) -> Setup:
     return Setup(cfg, labels, env)
 
 
+#: starts a command, waits for it and writes its own rusage as JSON to argv[1]. A child
+#: started straight from a large process (a pytest worker) reports that process's peak
+#: RSS as its own: Linux keeps the pre-exec memory's high-water mark, and Python's
+#: subprocess vforks, so the pre-exec memory is the parent's. Started from this small
+#: launcher, the child's figure is its own.
+RUSAGE_LAUNCHER = (
+    "import json, os, subprocess, sys\n"
+    "p = subprocess.Popen(sys.argv[2:])\n"
+    "_, status, u = os.wait4(p.pid, 0)\n"
+    "with open(sys.argv[1], 'w') as fh:\n"
+    "    json.dump({'rc': os.waitstatus_to_exitcode(status), 'maxrss_kib': u.ru_maxrss,\n"
+    "               'cpu_s': u.ru_utime + u.ru_stime}, fh)\n")
+
+
 def dry_run(work: Path, config_path: Path, env: dict[str, str]
             ) -> tuple[int, str, str, float, float, float]:
     """``snakemake -n`` of ``rule all`` in ``work`` (with ``env`` added to the
     environment): exit code, stdout, stderr, wall seconds, CPU seconds and peak memory
-    (GB) of that process alone."""
+    (GB) of that process alone (measured by :data:`RUSAGE_LAUNCHER`)."""
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
            "--directory", str(work), "--configfile", str(config_path),
            "-n", "--quiet", "rules", "--cores", "2"]
     out_path, err_path = work / "snakemake.out", work / "snakemake.err"
+    usage_path = work / "snakemake.rusage.json"
     with open(out_path, "w") as out, open(err_path, "w") as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=work,
-                                env={**os.environ, **env})
-        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage
+        subprocess.run([sys.executable, "-c", RUSAGE_LAUNCHER, str(usage_path), *cmd],
+                       stdout=out, stderr=err, cwd=work, env={**os.environ, **env},
+                       check=True)
         wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    peak_gb = usage.ru_maxrss / 1024**2  # KiB on Linux
-    cpu = usage.ru_utime + usage.ru_stime
-    return proc.returncode, out_path.read_text(), err_path.read_text(), wall, cpu, peak_gb
+    usage = json.loads(usage_path.read_text())
+    peak_gb = usage["maxrss_kib"] / 1024**2  # KiB on Linux
+    return (usage["rc"], out_path.read_text(), err_path.read_text(), wall, usage["cpu_s"],
+            peak_gb)
 
 
 def parse_job_counts(stdout: str) -> dict[str, int]:

@@ -127,3 +127,20 @@ def test_small_run(capsys: pytest.CaptureFixture[str]) -> None:
     table = {m.group(1): int(m.group(2).replace(",", ""))
              for m in re.finditer(r"^(\w+) +([\d,]+) +[\d.]+% +[\d,]+$", out, re.M)}
     assert table == jobs
+
+
+def test_peak_memory_is_the_child_s_own(tmp_path: Path) -> None:
+    """A pytest worker's own peak RSS must not leak into the measured figure: a child
+    vforked from a large process inherits its high-water mark at exec (the dry run of a
+    small DAG once reported 6.8 GB); started through the launcher it reports its own."""
+    import json
+    import subprocess
+
+    ballast = bytearray(600 * 1024**2)
+    ballast[::4096] = b"\1" * len(range(0, len(ballast), 4096))  # touch every page
+    out = tmp_path / "rusage.json"
+    subprocess.run([sys.executable, "-c", dag_scale.RUSAGE_LAUNCHER, str(out),
+                    sys.executable, "-c", "pass"], check=True)
+    usage = json.loads(out.read_text())
+    assert usage["rc"] == 0 and 0 < usage["maxrss_kib"] < 200 * 1024, usage
+    del ballast
