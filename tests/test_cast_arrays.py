@@ -29,7 +29,7 @@ from facecast.config.prepare import resolve_config
 from facecast.datasets.cast_arrays import (
     array_errors,
     open_cast_arrays,
-    read_rows,
+    read_spans,
 )
 from facecast.datasets.cast_manifest import build_cast_manifest
 from facecast.datasets.cast_paths import path_arrays, read_path_blocks
@@ -239,8 +239,9 @@ def test_selected_paths_read_in_blocks_equal_numpy(tmp_path, kind):
             assert folders == [p.rsplit("/", 1)[0] if "/" in p else "" for p in ids]
             heads = {s for b in got for s in b[1].filter(b[2]).to_pylist()}
             assert heads == set(folders)               # every identity has a head row
-            np.testing.assert_array_equal(
-                np.concatenate(list(read_rows(tmp_path / "p.npy", rows, block=16))), arr[rows])
+            np.testing.assert_array_equal(np.concatenate(
+                [span[p] for span, p in read_spans(tmp_path / "p.npy", rows, block=16)]),
+                arr[rows])
         assert path_arrays(arr)[0].to_pylist() == ref.tolist()
     cols = np.random.default_rng(1).random((1000, 5)).astype(np.float32)
     np.save(tmp_path / "c.npy", cols)

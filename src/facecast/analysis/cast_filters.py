@@ -20,8 +20,8 @@ Exactness and speed: :func:`facecast.analysis.filtering.cast_rank_select` finds 
 from the values at its ends (:mod:`facecast.analysis.order_stats`) when no tie is cut
 there, and runs CAST's full ``np.argsort`` (default kind, the column's own dtype: float32
 as shipped) when one is, so tied rows at a slice end are cut exactly as CAST's code cuts
-them on the same numpy; two tuples on one column share its read and its argsort. A column is read from the
-``.npy`` file block by block into one reused buffer (never the whole N x K array, never
+them on the same numpy; two tuples on one column share its read and its argsort. A column
+is read from the ``.npy`` file block by block into one reused buffer (never the whole N x K array, never
 twice: the subset's values come from the same read), and columns run in a pool of worker
 processes (``threads``). The selected paths are gathered span by span from a map of the
 span alone and turned into Arrow strings from their code points
@@ -229,7 +229,7 @@ def write_array_subset(arrays: CastArrays, attributes_path: str | os.PathLike,
     read from the file."""
     rows = np.flatnonzero(mask)
     image_id, ident, heads = [], [], []
-    # block by block with file reads: no N-long copy, no mapped page left resident
+    # span by span (a map of each span alone): no N-long copy, no whole-file map resident
     for ids, folders, first, head_keys in read_path_blocks(paths_path, rows):
         image_id.append(ids)
         ident.append(folders)

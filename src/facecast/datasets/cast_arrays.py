@@ -326,16 +326,6 @@ def read_spans(path: str | os.PathLike, rows: np.ndarray, block: int
             i = j
 
 
-def read_rows(path: str | os.PathLike, rows: np.ndarray, block: int = 1 << 18
-              ) -> Iterator[np.ndarray]:
-    """The rows ``rows`` (ascending) of a ``.npy`` file, in blocks: each block holds the
-    selected rows of at most ``block`` consecutive file rows, gathered from a memory map of
-    those rows alone (:func:`map_span`: unlike a map of the whole file, nothing stays
-    resident; unlike a read into a buffer, no copy of the rows left out)."""
-    for data, picked in read_spans(path, rows, block):
-        yield data[picked]
-
-
 def iter_blocks(n: int, size: int) -> Iterator[tuple[int, int]]:
     """``(lo, hi)`` row blocks of at most ``size`` rows covering ``0 .. n``."""
     for lo in range(0, n, max(1, size)):

@@ -203,7 +203,7 @@ def read_path_blocks(path: str | os.PathLike, rows: np.ndarray, block: int = 1 <
     """``(paths, identities, heads, head_keys)`` (:func:`path_arrays`; ``heads``: rows whose
     identity differs from the previous row's in the block; ``head_keys``: their
     :func:`folder_keys`, or None) of the rows ``rows`` (ascending) of a fixed-width path
-    ``.npy`` file, block by block (:func:`read_rows`). ASCII paths are cast to one byte per
+    ``.npy`` file, block by block (:func:`facecast.datasets.cast_arrays.read_spans`). ASCII paths are cast to one byte per
     character, before their rows are picked when at least half the rows of the span are,
     after when fewer are (then only the picked rows' pages are cast: measured faster up to
     about half at 42M rows)."""
@@ -215,7 +215,7 @@ def read_path_blocks(path: str | os.PathLike, rows: np.ndarray, block: int = 1 <
             sparse = 2 * len(picked) < len(codes)       # under half: pick them, then cast
             if sparse:
                 codes = np.take(codes, picked, axis=0)
-            if int(codes.max()) < 128:                  # (fresh arrays: buf is reused)
+            if int(codes.max()) < 128:
                 small = codes.astype(np.uint8, copy=False)
                 yield _ascii_columns(small if sparse else np.take(small, picked, axis=0))
                 continue

@@ -344,7 +344,7 @@ def run_faces_shard(manifest_path: str | os.PathLike, shard: str, root: str | os
         log.info("faces shard %s: %d images, detector %s on %s, %d worker threads", shard,
                  len(records), detector.name, detector.device, threads)
     # a CPU detector runs torch single-threaded inside each worker thread; no detector, no torch
-    intra = None if aligned else 1 if detector.device.type == "cpu" else None
+    intra = 1 if not aligned and detector.device.type == "cpu" else None
     with torch_threads(intra), ParquetStreamWriter(
             out_path, FACES_SCHEMA, provenance=prov,
             # PNG bytes do not shrink under zstd; stored PNGs (level 0) do
