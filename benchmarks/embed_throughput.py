@@ -1,7 +1,7 @@
 """Embedding throughput: PNG decoding and each backend, at a few batch sizes.
 
 Prints a table of images per second:
-- ``decode``: PNG bytes -> uint8 tensor batches through the DataLoader (``--workers``),
+- ``decode``: PNG bytes -> uint8 tensor batches through the decode threads (``--workers``),
 - ``model``: the backend on already-decoded crops (host tensor in, numpy features out),
 - ``end-to-end``: PNG bytes from memory -> decode in workers -> model -> features, the way
   ``facecast.embed.stage`` runs a shard.
@@ -190,7 +190,7 @@ def main() -> None:
     ap.add_argument("--arch", default="r18", help="iresnet depth (r100 is CAST's reference)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--amp", default="none", choices=["none", "fp16", "bf16"])
-    ap.add_argument("--workers", type=int, default=0, help="DataLoader decode workers")
+    ap.add_argument("--workers", type=int, default=0, help="PNG decode threads")
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--iresnet-weights", default="")
     ap.add_argument("--facenet-weights", default="")

@@ -238,6 +238,23 @@ def pytest_xdist_make_scheduler(config, log):
             if self._pending_of(self.assigned_work[node]) <= 1:
                 self._assign_work_unit(node)
 
+        def remove_node(self, node) -> str | None:
+            # xdist re-queues a crashed worker's unit with the crashing test still pending,
+            # so a test that pytest-timeout ends (its worker exits) would run again on every
+            # replacement worker; it is reported once, and the rest of its unit goes on
+            workload = self.assigned_work.pop(node)
+            pending = [(unit, nodeid) for unit in workload.values()
+                       for nodeid, done in unit.items() if not done]
+            if not pending:
+                return None
+            unit, crashitem = pending[0]
+            unit[crashitem] = True
+            self.workqueue.update({scope: u for scope, u in workload.items()
+                                   if self._pending_of({scope: u})})
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return crashitem
+
     return FileGroupScheduling(config, log)
 
 

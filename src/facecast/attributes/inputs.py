@@ -12,6 +12,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 from PIL import Image
 
+from facecast.faces.crops import decode_error_text
+
 CROP_COLUMNS = {"arcface": "crop_arcface", "facenet": "crop_facenet"}
 CROP_SIZES = {"arcface": 112, "facenet": 160}
 FACE_COLUMNS = ["image_id", "status", "message", "image_width", "image_height", "det_score",
@@ -118,7 +120,7 @@ def faces_from_frame(df: pd.DataFrame, crop: str = "arcface", *,
             try:
                 arr = decode_png(blob)
             except Exception as exc:  # corrupt bytes: keep the row, report why
-                err[i] = f"{CROP_COLUMNS[crop]} does not decode: {exc}"
+                err[i] = f"{CROP_COLUMNS[crop]} does not decode: {decode_error_text(exc)}"
                 continue
             if arr.shape != (size, size, 3):
                 err[i] = f"{CROP_COLUMNS[crop]} is {arr.shape}, expected {(size, size, 3)}"

@@ -10,6 +10,6 @@
 - :mod:`facecast.embed.pixels` — crop/mean/std/channel-order preprocessing of onnx and torchscript
 - :mod:`facecast.embed.lbp` — weight-free uniform-LBP + Hellinger + PCA-whitening baseline
 - :mod:`facecast.embed.registry` — backend name -> embedder, built from a config block
-- :mod:`facecast.embed.data` — PNG decoding in DataLoader workers, pinned memory
+- :mod:`facecast.embed.data` — PNG decoding in threads ahead of the model, pinned memory
 - :mod:`facecast.embed.stage` — one faces shard in, one embedding Parquet out; LBP fit
 """

@@ -130,7 +130,9 @@ def embed_crops(embedder: Embedder, crops: Sequence[bytes | None], rows: np.ndar
                          size=CROP_SIZES[embedder.crop_column], device=embedder.device,
                          num_workers=workers)
     with micro_batch_runner(embedder, int(micro_batch), threads) as forward:
-        for batch, idx, good, errs in tqdm(loader, desc=desc, unit="batch", mininterval=5.0):
+        n_batches = -(-len(rows) // max(1, int(batch_size)))
+        for batch, idx, good, errs in tqdm(loader, total=n_batches, desc=desc, unit="batch",
+                                           mininterval=5.0):
             where = np.array([pos[int(r)] for r in idx.numpy()])
             good_np = good.numpy()
             for j in np.flatnonzero(~good_np):

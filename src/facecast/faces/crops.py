@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import struct
 import zlib
 
@@ -73,6 +74,16 @@ def encode_png_fast(arr: np.ndarray, compress_level: int = PNG_COMPRESS_LEVEL) -
     return (_PNG_SIGNATURE + _chunk(b"IHDR", ihdr)
             + _chunk(b"IDAT", _deflate(rows.tobytes(), int(compress_level)))
             + _chunk(b"IEND", b""))
+
+
+#: an object's default repr (``<_io.BytesIO object at 0x7f...>``): differs run to run
+_OBJECT_REPR = re.compile(r"\s*<[\w.]+ object at 0x[0-9a-fA-F]+>")
+
+
+def decode_error_text(exc: BaseException) -> str:
+    """``str(exc)`` of a decoding error without object addresses (Pillow names the
+    ``BytesIO`` it read), so the same bad bytes give the same row message in every run."""
+    return _OBJECT_REPR.sub("", str(exc))
 
 
 def decode_png(data: bytes) -> np.ndarray:

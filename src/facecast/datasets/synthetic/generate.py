@@ -1,12 +1,12 @@
 """Generation of the synthetic dataset: render every image of every identity (in parallel
-processes), write them as JPEG, then write the truth table. :func:`generate_dataset` is
-the one entry point (the ``synthetic_dataset`` rule calls it).
+processes from :func:`facecast.parallel.process_pool`, never forked), write them as JPEG,
+then write the truth table. :func:`generate_dataset` is the one entry point (the
+``synthetic_dataset`` rule calls it).
 """
 
 from __future__ import annotations
 
 import io
-import multiprocessing as mp
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from facecast.datasets.synthetic.truth import (
     write_truth,
 )
 from facecast.io.atomic import atomic_path
+from facecast.parallel import process_pool
 
 __all__ = ["generate_dataset"]
 
@@ -103,9 +104,8 @@ def generate_dataset(
             rows.extend(_identity_rows(job))
             progress.update()
     else:
-        method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-        with mp.get_context(method).Pool(n_jobs) as pool:
-            for part in pool.imap(_identity_rows, jobs, chunksize=4):
+        with process_pool(n_jobs, preload=[__name__]) as pool:
+            for part in pool.map(_identity_rows, jobs, chunksize=4):
                 rows.extend(part)
                 progress.update()
     progress.close()
