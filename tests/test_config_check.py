@@ -390,7 +390,7 @@ def test_backend_options_belong_to_their_backend():
     assert errs[0].startswith("embed.models.lbp.arch: is an option of backend arcface_torch, "
                               "not of lbp")
     assert errs[1].startswith("embed.models.dlib.pca_dim: is an option of backend lbp, not "
-                              "of dlib_resnet (dlib_resnet options: num_jitters, weights)")
+                              "of dlib_resnet (dlib_resnet options: engine, num_jitters, weights)")
     assert len(errs) == 2
 
 

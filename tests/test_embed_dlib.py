@@ -138,11 +138,13 @@ def test_lbp_second_photo_more_similar_than_other_people(real_faces):
 
 def test_dlib_jobs_ask_for_one_thread():
     """dlib-bin's descriptor computes on one core holding the GIL (measured by
-    benchmarks/embed_throughput.py: two Python threads are no faster than one), so a dlib
-    embed job asks Snakemake for 1 thread; other backends for embed.threads."""
+    benchmarks/embed_throughput.py: two Python threads are no faster than one), so an embed
+    job on dlib's engine (``engine: dlib``) asks Snakemake for 1 thread; dlib_resnet's
+    default torch engine and other backends for embed.threads."""
     from facecast.embed.targets import SINGLE_CORE_BACKENDS, job_threads
 
-    assert job_threads({"backend": "dlib_resnet"}, {"threads": 4}) == 1
+    assert job_threads({"backend": "dlib_resnet", "engine": "dlib"}, {"threads": 4}) == 1
+    assert job_threads({"backend": "dlib_resnet"}, {"threads": 4}) == 4
     assert job_threads({"backend": "lbp"}, {"threads": 4}) == 4
     assert job_threads({"backend": "iresnet"}, {"threads": 2}) == 2
     assert SINGLE_CORE_BACKENDS == {"dlib_resnet"}

@@ -5,6 +5,7 @@
   MobileFaceNet, ViT) from a ``backbone.pth``; :mod:`facecast.embed.iresnet` keeps the old names
 - :mod:`facecast.embed.facenet` — facenet-pytorch InceptionResnetV1 (VGGFace2 / CASIA)
 - :mod:`facecast.embed.dlib_resnet` — dlib's 128-D ResNet (weights in face_recognition_models)
+- :mod:`facecast.embed.dlib_dnn` — dlib's ResNet weight file read into torch (its default engine)
 - :mod:`facecast.embed.onnx_model` — any ONNX model through onnxruntime
 - :mod:`facecast.embed.torchscript_model` — any ``torch.jit.save`` model
 - :mod:`facecast.embed.pixels` — crop/mean/std/channel-order preprocessing of onnx and torchscript

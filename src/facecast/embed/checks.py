@@ -112,6 +112,21 @@ def option_errors(config: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def dlib_engine_errors(config: Mapping[str, Any]) -> list[str]:
+    """dlib_resnet's ``num_jitters > 0`` only with ``engine: dlib`` (the torch engine has no
+    jitter; :func:`facecast.embed.dlib_resnet.engine_error` says the same at load time)."""
+    errors: list[str] = []
+    for name, mcfg in section(section(config, "embed"), "models").items():
+        mcfg = mcfg or {}
+        jitters = mcfg.get("num_jitters") or 0
+        if mcfg.get("backend") == "dlib_resnet" and mcfg.get("engine", "torch") == "torch" \
+                and isinstance(jitters, int) and jitters > 0:
+            errors.append(f"embed.models.{name}.num_jitters: {jitters} needs engine: dlib "
+                          "(dlib's random jitter exists only in dlib's own forward); set "
+                          f"embed.models.{name}.engine: dlib, or num_jitters: 0")
+    return errors
+
+
 def config_errors(config: Mapping[str, Any]) -> list[str]:
-    """The embed stage's checks (weights, backend options)."""
-    return weight_errors(config) + option_errors(config)
+    """The embed stage's checks (weights, backend options, dlib_resnet's engine)."""
+    return weight_errors(config) + option_errors(config) + dlib_engine_errors(config)

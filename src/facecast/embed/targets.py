@@ -14,11 +14,19 @@ from facecast.datasets.targets import name_regex
 from facecast.embed.registry import FITTED_BACKENDS
 from facecast.io.shard_index import EMBED_INDEX
 
-#: backends that can run on a GPU (dlib-bin wheels are CPU builds; lbp is numpy)
+#: backends that can run on a GPU (lbp is numpy; dlib_resnet with its torch engine, below)
 CUDA_BACKENDS = {"arcface_torch", "facenet", "iresnet", "onnx"}
-#: backends whose CPU build computes on one core and holds the GIL (dlib-bin): a job asks
-#: the scheduler for one thread, so two shards run side by side on two cores
+#: backends whose CPU build computes on one core and holds the GIL (dlib-bin, i.e.
+#: dlib_resnet with ``engine: dlib``): a job asks the scheduler for one thread, so two
+#: shards run side by side on two cores
 SINGLE_CORE_BACKENDS = {"dlib_resnet"}
+
+
+def runs_dlib_engine(model_cfg: Mapping[str, Any]) -> bool:
+    """True when the model runs dlib's own forward (dlib_resnet with ``engine: dlib``);
+    dlib_resnet's default engine, torch, is an ordinary torch model (CPU threads, CUDA)."""
+    return model_cfg.get("backend") in SINGLE_CORE_BACKENDS \
+        and model_cfg.get("engine", "torch") == "dlib"
 
 
 def models(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -33,8 +41,8 @@ def model_regex(config: Mapping[str, Any]) -> str:
 
 def job_threads(model_cfg: Mapping[str, Any], embed_cfg: Mapping[str, Any]) -> int:
     """Threads an embed job of this model asks Snakemake for: ``embed.threads``, or 1 for a
-    backend in :data:`SINGLE_CORE_BACKENDS` (more would leave cores idle)."""
-    if model_cfg.get("backend") in SINGLE_CORE_BACKENDS:
+    backend in :data:`SINGLE_CORE_BACKENDS` on dlib's engine (more would leave cores idle)."""
+    if runs_dlib_engine(model_cfg):
         return 1
     return int(embed_cfg.get("threads", 1))
 
@@ -46,7 +54,8 @@ def needs_fit(model_cfg: Mapping[str, Any]) -> bool:
 
 def uses_cuda(model_cfg: Mapping[str, Any], device: str) -> bool:
     """Whether jobs of this model should ask the scheduler for a GPU (``device: cuda``)."""
-    return device == "cuda" and model_cfg.get("backend") in CUDA_BACKENDS
+    torch_dlib = model_cfg.get("backend") == "dlib_resnet" and not runs_dlib_engine(model_cfg)
+    return device == "cuda" and (model_cfg.get("backend") in CUDA_BACKENDS or torch_dlib)
 
 
 def embed_shard_inputs(ds: str, shard: str, model: str,
