@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from conftest import TEST_DATA
+from PIL import Image
 
 from facecast.config.util import package_dir
 from facecast.datasets.manifest import finalize_manifest, write_manifest
@@ -115,6 +116,76 @@ def test_large_photos_are_shrunk_and_mapped_back():
         assert err < 0.15 * iod, (p, err)
         worst.append(err)
     assert np.median(worst) < 3.0
+
+
+def _small_portrait(img: np.ndarray, lm: np.ndarray, k: float,
+                    size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Grayscale (3 equal channels) ``size`` (w, h) crop ``k`` inter-eye distances wide, eyes
+    42 % down (AT&T/ORL framing: the face fills most of the frame), and ``lm`` carried into
+    its pixels (the crop's pixel centres sample the photo at ``x0 + (u + 0.5) * sx``)."""
+    centre, iod = (lm[0] + lm[1]) / 2, float(np.linalg.norm(lm[1] - lm[0]))
+    width = k * iod
+    height = width * size[1] / size[0]
+    x0, y0 = centre[0] + 0.5 - width / 2, centre[1] + 0.5 - 0.42 * height
+    pad = int(max(width, height))
+    grey = np.pad(np.asarray(Image.fromarray(img).convert("L")), pad, mode="edge")
+    box = (x0 + pad, y0 + pad, x0 + pad + width, y0 + pad + height)
+    out = np.asarray(Image.fromarray(grey).resize(size, Image.Resampling.LANCZOS, box=box))
+    scale = np.array([width / size[0], height / size[1]])
+    return np.repeat(out[:, :, None], 3, axis=2), (lm + 0.5 - [x0, y0]) / scale - 0.5
+
+
+def test_enlarging_rule():
+    det = YuNetDetector({"detector": "yunet"})  # min_side 224, max_side 640
+    assert det.opts.min_side == 224 and det.settings()["min_side"] == 224
+    assert det.scale_for(112, 92) == pytest.approx(224 / 92)  # AT&T/ORL portraits
+    assert det.scale_for(243, 320) == 1.0  # the Yale photos: as they are
+    assert det.scale_for(100, 600) == pytest.approx(640 / 600)  # the longer side caps it
+    assert det.scale_for(30, 2000) == pytest.approx(0.32)  # shrinking comes first
+    off = YuNetDetector({"detector": "yunet", "yunet": {"min_side": 0}})
+    assert off.scale_for(112, 92) == 1.0 and off.scale_for(1280, 960) == 0.5
+    with pytest.raises(ValueError, match="min_side"):
+        FacesConfig.from_mapping({"yunet": {"min_side": -1}})
+
+
+def test_enlarged_pixels_map_back_exactly():
+    """The detection image's pixel u samples the photo at (u + 0.5) * fx - 0.5, the mapping
+    :func:`facecast.faces.detect._rescale` applies to boxes and landmarks: on a ramp image
+    (value = 2 x) the enlarged values are that position to within uint8 rounding."""
+    det = YuNetDetector({"detector": "yunet"})
+    ramp = np.broadcast_to((2 * np.arange(92)).astype(np.uint8)[None, :, None], (112, 92, 3))
+    bgr, fx, fy = det._prepare(np.ascontiguousarray(ramp))
+    assert bgr.shape == (273, 224, 3) and fx == pytest.approx(92 / 224)
+    x = (np.arange(224) + 0.5) * fx - 0.5
+    inner = (x >= 0) & (x <= 91)  # past the edge pixel centres the border value repeats
+    np.testing.assert_allclose(bgr[100, inner, 0] / 2, x[inner], atol=0.26)
+
+
+def test_small_grayscale_portraits(yunet, photos):
+    """Issue #31 part 5: on small grayscale portraits YuNet found fewer faces than MTCNN
+    (scores just under 0.9: the int8 model scores small faces lower). Enlarged to
+    min_side, it finds every face here, with its landmarks where YuNet puts them on the
+    full-size photo (carried into the small image): measured, the worst point of a face
+    0.21-0.28 inter-eye distances off per set, 0.11-0.13 on average. Unenlarged (min_side
+    0) it found 15 of 24 half-size portraits and 15 of 20 shrunk Yale photos, and on the
+    tight 92x112 crops one face's worst point was 0.47 off."""
+    ref = {n: yunet.detect_one(img).landmarks[0].astype(np.float64) for n, img in photos.items()}
+    sets = {}
+    for size, k in [((92, 112), 2.4), ((92, 112), 3.2), ((46, 56), 2.4), ((46, 56), 3.2)]:
+        sets[f"{size} k={k}"] = [_small_portrait(photos[n], ref[n], k, size) for n in photos]
+    shrunk = []
+    for n in (n for n in photos if n.startswith("yale/")):  # 96 x 73, the face ~36 px wide
+        small = np.asarray(Image.fromarray(photos[n]).resize((96, 73), Image.Resampling.LANCZOS))
+        shrunk.append((small, (ref[n] + 0.5) * [96 / 320, 73 / 243] - 0.5))
+    sets["yale 96x73"] = shrunk
+    for name, pairs in sets.items():
+        errs = []
+        for img, lm in pairs:
+            det = yunet.detect_one(img)
+            assert len(det) >= 1 and det.error == "", name
+            iod = np.linalg.norm(lm[1] - lm[0])
+            errs.append(np.linalg.norm(det.landmarks[0] - lm, axis=1).max() / iod)
+        assert max(errs) < 0.35 and np.mean(errs) < 0.15, (name, max(errs), np.mean(errs))
 
 
 def test_images_without_faces_and_tiny_images():

@@ -22,6 +22,8 @@ class YuNetOptions:
     nms_threshold: float = 0.3
     top_k: int = 5000
     model: str = ""
+    #: images whose shorter side is below this are enlarged to it (within max_side); 0 = off
+    min_side: int = 224
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any] | YuNetOptions | None) -> YuNetOptions:
@@ -107,9 +109,9 @@ class FacesConfig:
             raise ValueError("faces.batch_size, max_pixels must be >= 1; png_compress_level 0..9")
         y = self.yunet
         if not (0.0 <= y.score_threshold <= 1.0 and 0.0 <= y.nms_threshold <= 1.0
-                and y.top_k >= 1):
+                and y.top_k >= 1 and y.min_side >= 0):
             raise ValueError("faces.yunet: score_threshold and nms_threshold must be in "
-                             "[0, 1], top_k >= 1")
+                             "[0, 1], top_k >= 1, min_side >= 0")
         if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
             raise ValueError(f"faces.device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
 

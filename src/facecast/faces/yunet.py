@@ -15,9 +15,22 @@ from the subject's side, which is the image-left eye first: the template order a
 (:data:`YUNET_TO_ARCFACE`; ``tests/test_faces_yunet.py`` checks it on real photos).
 
 Images are shrunk so the longer side is at most ``faces.max_side`` (YuNet is trained for
-faces of about 10 to 300 px, so a close portrait needs the shrink), then ``setInputSize``
-is set per image size. OpenCV nets are not safe to share between threads: each worker thread
-of the faces stage gets its own ``FaceDetectorYN`` (the model is 120 KB).
+faces of about 10 to 300 px, so a close portrait needs the shrink), and enlarged (bilinear)
+so the shorter side is at least ``faces.yunet.min_side`` (default 224, the longer side
+staying within ``max_side``), then ``setInputSize`` is set per image size; boxes and points
+are mapped back to the image's pixels. Why enlarge: the int8 model scores small faces lower,
+and the 0.9 threshold cuts them (on the Yale photos shrunk so faces are ~36 px wide, median
+score 0.912 vs 0.936 at 121 px; misses score 0.87-0.90). ``benchmarks/detector_rate.py``
+(164 Yale photos + 4 portraits): on 92x112 grayscale portraits (AT&T/ORL framing, three
+framings, 504 images) YuNet unenlarged found 487, with min_side 160/192/224 502/504/504;
+on the photos shrunk 0.3x (Yale: 96x73) 137/168, then 162/167/168 (MTCNN: 503/504 and
+168/168). 224 is the smallest that found all in every set and leaves 320x243 photos as they
+are (256 would enlarge them 1.05x); no face was found in 120 face-free images either way. A
+zero border instead did not help (tight crops: 143/164 vs 153 unpadded); grayscale as three equal
+channels costs 0.005-0.015 of score against the colour original.
+
+OpenCV nets are not safe to share between threads: each worker thread of the faces stage
+gets its own ``FaceDetectorYN`` (the model is 120 KB).
 
 Threads. Like MTCNN's torch, OpenCV runs one thread inside each of the stage's
 ``faces.threads`` workers (``cv2.setNumThreads(1)``, process-wide): on the 2-core machine
@@ -150,22 +163,46 @@ class YuNetDetector:
             "nms_threshold": float(self.opts.nms_threshold),
             "top_k": int(self.opts.top_k),
             "max_side": self.cfg.max_side,
+            "min_side": int(self.opts.min_side),
             "landmark_order": "left eye, right eye, nose, left mouth, right mouth (image)",
         }
 
-    def _prepare(self, image: np.ndarray) -> tuple[np.ndarray, float, float]:
-        """Shrink so the longer side <= max_side; BGR copy and (fx, fy) full px per det px.
+    def scale_for(self, h: int, w: int) -> float:
+        """Detection-image size / image size for an ``h`` x ``w`` image.
 
-        A side under :data:`MIN_INPUT_SIDE` is zero-padded at the bottom/right (coordinates
-        unchanged; faces centred in the padding are dropped by the caller).
+        Below 1 when the longer side exceeds ``faces.max_side`` (shrunk to it). Above 1 when
+        the shorter side is under ``faces.yunet.min_side`` (enlarged to it, but the longer
+        side not past ``max_side``). Else exactly 1.
         """
+        shrink = self.cfg.max_side / max(h, w)
+        if shrink < 1.0:
+            return shrink
+        enlarge = min(self.opts.min_side / min(h, w), shrink)
+        return enlarge if enlarge > 1.0 else 1.0
+
+    def _prepare(self, image: np.ndarray) -> tuple[np.ndarray, float, float]:
+        """Resize by :meth:`scale_for`; BGR copy and (fx, fy) full px per det px.
+
+        Shrinking is PIL's antialiased bilinear; enlarging is ``cv2.resize`` bilinear
+        (``INTER_LINEAR_EXACT``); both are pixel-centre aligned, so ``(x + 0.5) * fx - 0.5``
+        maps a point back exactly. A side under :data:`MIN_INPUT_SIDE` is zero-padded at the
+        bottom/right (coordinates unchanged; faces centred in the padding are dropped by the
+        caller).
+        """
+        import cv2
+
         h, w = image.shape[:2]
-        s = self.cfg.max_side / max(h, w)
+        s = self.scale_for(h, w)
         fx = fy = 1.0
-        if s < 1.0:
+        if s != 1.0:
             nw, nh = max(1, round(w * s)), max(1, round(h * s))
-            image = np.asarray(Image.fromarray(image).resize(
-                (nw, nh), Image.Resampling.BILINEAR, reducing_gap=3.0))
+            if s < 1.0:
+                image = np.asarray(Image.fromarray(image).resize(
+                    (nw, nh), Image.Resampling.BILINEAR, reducing_gap=3.0))
+            else:
+                # bit-exact and correctly rounded (INTER_LINEAR's uint8 path is off by up
+                # to 0.7 grey levels and may differ between CPUs)
+                image = cv2.resize(image, (nw, nh), interpolation=cv2.INTER_LINEAR_EXACT)
             fx, fy = w / nw, h / nh
         bgr = image[:, :, ::-1]
         h, w = bgr.shape[:2]
