@@ -202,24 +202,54 @@ def finalize_manifest(
     if "path" not in raw or "identity" not in raw:
         raise DatasetError("a manifest needs 'path' and 'identity' columns")
     root = Path(os.path.normpath(Path(root).absolute()))
-    n = len(raw)
     where = _row_labels(raw)
     df = raw.reset_index(drop=True).copy()
-    status = (df["status"].astype(object).where(df["status"].notna(), "ok")
-              if "status" in df else pd.Series(["ok"] * n, dtype=object))
-    message = (df["message"].astype(object).where(df["message"].notna(), "")
-               if "message" in df else pd.Series([""] * n, dtype=object))
-    status = np.array(status.tolist(), dtype=object)
-    message = np.array(message.astype(str).tolist(), dtype=object)
+    rows = _RowStatus(df, where)
+    rel_paths, id_base = _check_paths(df["path"].tolist(), root, rows)
+    identity = _identities(df["identity"], rows)
+    image_id = _unique_ids(id_base, rows)
+    if check_files:
+        _check_files(root, rel_paths, rows)
+    out = _manifest_frame(df, image_id, rel_paths, identity, rows, shard_size)
+    _refuse_shared_ids(out, where)
+    _mark_excluded(out, set(exclude_paths))
+    _mark_single_images(out)
+    _carry_columns(df, out)
+    return out
 
-    def flag(i: int, st: str, msg: str) -> None:
-        if status[i] == "ok":
-            status[i], message[i] = st, (f"{where(i)}: {msg}" if where(i) else msg)
 
+class _RowStatus:
+    """Every row's status and message (from the adapter, else ``ok`` and empty); the first
+    problem found for a row is the one it keeps."""
+
+    def __init__(self, df: pd.DataFrame, where: Callable[[int], str]) -> None:
+        n = len(df)
+        status = (df["status"].astype(object).where(df["status"].notna(), "ok")
+                  if "status" in df else pd.Series(["ok"] * n, dtype=object))
+        message = (df["message"].astype(object).where(df["message"].notna(), "")
+                   if "message" in df else pd.Series([""] * n, dtype=object))
+        self.status = np.array(status.tolist(), dtype=object)
+        self.message = np.array(message.astype(str).tolist(), dtype=object)
+        self.where = where
+
+    def flag(self, i: int, st: str, msg: str) -> None:
+        """Row ``i`` gets status ``st`` and ``msg`` (after its place, when known), unless it
+        already has a status other than ``ok``."""
+        where = self.where
+        if self.status[i] == "ok":
+            self.status[i], self.message[i] = st, (f"{where(i)}: {msg}" if where(i) else msg)
+
+
+def _check_paths(paths: list[Any], root: Path, rows: _RowStatus) -> tuple[np.ndarray, np.ndarray]:
+    """(path column, id base) of every row; flags empty paths (``no_path``), names that are
+    not valid UTF-8 or hold a NUL (``unreadable``) and paths leaving the root, lexically or
+    through a symlink (``outside_root``). Touches the file system only for the symlinks."""
+    n = len(paths)
     rel_paths = np.empty(n, dtype=object)
     id_base = np.empty(n, dtype=object)
     real = _RealPaths(root)
-    for i, p in enumerate(df["path"].tolist()):
+    flag = rows.flag
+    for i, p in enumerate(paths):
         if _is_blank(p):
             rel_paths[i], id_base[i] = "", f"(no path){ID_SEP}row{i + 1}"
             flag(i, "no_path", "empty path")
@@ -242,7 +272,7 @@ def finalize_manifest(
         if err:
             flag(i, "outside_root", err)
             continue
-        if status[i] == "ok":
+        if rows.status[i] == "ok":
             try:
                 err = real.escape(rel)
             except (OSError, ValueError) as exc:
@@ -250,13 +280,22 @@ def finalize_manifest(
                 continue
             if err:
                 flag(i, "outside_root", err)
+    return rel_paths, id_base
 
-    identity = df["identity"].astype(object).where(df["identity"].notna(), "")
+
+def _identities(column: pd.Series, rows: _RowStatus) -> np.ndarray:
+    """The stripped identity of every row as str; rows without one are flagged
+    ``no_identity``."""
+    identity = column.astype(object).where(column.notna(), "")
     identity = identity.astype(str).str.strip().to_numpy(dtype=object)
     for i in np.flatnonzero(identity == ""):
-        flag(i, "no_identity", "no identity given for this image")
+        rows.flag(i, "no_identity", "no identity given for this image")
+    return identity
 
-    # duplicates: first occurrence stays, later ones flagged; generated ids contain '//'
+
+def _unique_ids(id_base: np.ndarray, rows: _RowStatus) -> np.ndarray:
+    """``image_id`` of every row: its id base, and for a repeat of an earlier row's base
+    ``<base>//dup<k>`` with the row flagged ``duplicate`` (the first occurrence stays)."""
     image_id = id_base.copy()
     seen: dict[str, int] = {}
     for i, p in enumerate(id_base):
@@ -264,50 +303,81 @@ def finalize_manifest(
         seen[p] = k + 1
         if k:
             image_id[i] = f"{p}{ID_SEP}dup{k}"
-            flag(i, "duplicate", f"path listed {k + 1} times; first kept")
+            rows.flag(i, "duplicate", f"path listed {k + 1} times; first kept")
+    return image_id
 
-    if check_files:
-        for i in np.flatnonzero(status == "ok"):
-            problem = _file_problem(root / rel_paths[i])
-            if problem:
-                flag(i, *problem)
 
+def _check_files(root: Path, rel_paths: np.ndarray, rows: _RowStatus) -> None:
+    """Flag every still-``ok`` row whose file is missing or cannot be read."""
+    for i in np.flatnonzero(rows.status == "ok"):
+        problem = _file_problem(root / rel_paths[i])
+        if problem:
+            rows.flag(i, *problem)
+
+
+def _exclude_column(df: pd.DataFrame, where: Callable[[int], str]) -> np.ndarray:
+    """The adapter's ``exclude`` as booleans (strict, see :func:`parse_bool`); all False
+    when it gives none."""
     if "exclude" in df:
         excl = df["exclude"]
-        exclude = (excl.fillna(False).to_numpy(dtype=bool) if excl.dtype == bool
-                   else parse_bool(excl.tolist(), lambda i: where(i) or f"row {i + 1}"))
-    else:
-        exclude = np.zeros(n, bool)
+        return (excl.fillna(False).to_numpy(dtype=bool) if excl.dtype == bool
+                else parse_bool(excl.tolist(), lambda i: where(i) or f"row {i + 1}"))
+    return np.zeros(len(df), bool)
+
+
+def _manifest_frame(df: pd.DataFrame, image_id: np.ndarray, rel_paths: np.ndarray,
+                    identity: np.ndarray, rows: _RowStatus, shard_size: int) -> pd.DataFrame:
+    """The manifest's fixed columns (up to ``message``): splits (``unknown`` where the
+    adapter left one empty, ``all`` when it gives none) and shards of ``shard_size``
+    consecutive rows."""
+    n = len(df)
+    exclude = _exclude_column(df, rows.where)
     split = (df["split"].astype(object).where(df["split"].notna(), "unknown").astype(str)
              if "split" in df else pd.Series(["all"] * n))
-    out = pd.DataFrame({
+    return pd.DataFrame({
         "image_id": image_id.astype(str),
         "path": rel_paths.astype(str),
         "identity": identity.astype(str),
         "split": split.to_numpy(),
         "shard": [shard_name(i // shard_size) for i in range(n)],
         "exclude": exclude,
-        "status": status.astype(str),
-        "message": message.astype(str),
+        "status": rows.status.astype(str),
+        "message": rows.message.astype(str),
     })
+
+
+def _refuse_shared_ids(out: pd.DataFrame, where: Callable[[int], str]) -> None:
+    """Raise :class:`DatasetError` when two rows share an ``image_id`` (cannot happen by
+    construction; an ambiguous manifest is never written)."""
     dup_ids = out["image_id"].duplicated(keep=False)
-    if dup_ids.any():  # cannot happen by construction; never write an ambiguous manifest
+    if dup_ids.any():
         rows = np.flatnonzero(dup_ids.to_numpy())[:2]
         raise DatasetError(f"rows {rows[0] + 1} and {rows[1] + 1} ({where(rows[0])} "
                            f"{where(rows[1])}) get the same image_id "
                            f"{out['image_id'].iloc[rows[0]]!r}")
-    exclude_set = set(exclude_paths)
+
+
+def _mark_excluded(out: pd.DataFrame, exclude_set: set[str]) -> None:
+    """Also exclude the rows whose path is in ``exclude_set`` (in place)."""
     if exclude_set:
         out["exclude"] |= out["path"].isin(exclude_set).to_numpy()
+
+
+def _mark_single_images(out: pd.DataFrame) -> None:
+    """Add ``single_image``: the row's identity has exactly one ``ok`` image."""
     ok = out["status"] == "ok"
     counts = out.loc[ok, "identity"].value_counts()
     out["single_image"] = out["identity"].map(counts).fillna(0).to_numpy() == 1
-    for col in GIVEN_COLUMNS:  # landmarks and score an adapter read (IJB), for faces
+
+
+def _carry_columns(df: pd.DataFrame, out: pd.DataFrame) -> None:
+    """Copy the adapter's :data:`GIVEN_COLUMNS` (landmarks and score, for faces) and its
+    ``label_*`` columns (sorted by name) onto the manifest."""
+    for col in GIVEN_COLUMNS:
         if col in df:
             out[col] = df[col].to_numpy()
     for col in sorted(c for c in df.columns if c.startswith("label_")):
         out[col] = df[col].to_numpy()
-    return out
 
 
 def write_manifest(manifest: pd.DataFrame, path: str | os.PathLike, *,

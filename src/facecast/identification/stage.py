@@ -32,7 +32,7 @@ from facecast.fairness.assess import load_attributes
 from facecast.fairness.groups import image_labels, parse_specs
 from facecast.identification.metrics import cmc, det_curve, fnir, fnir_at_fpir, fpir
 from facecast.identification.protocol import build_protocol, protocol_counts
-from facecast.identification.search import search
+from facecast.identification.search import SearchResult, search
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.report.figures import pyplot, save_figure
@@ -57,44 +57,97 @@ def run_identification(pool_path: str | os.PathLike, embed_paths: Sequence[str |
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     prov = {**dict(provenance or {}), "stage": "identification", "model": model}
+    proto = _protocol(pool_path, cfg, seed)
+    ids, emb = _used_embeddings(proto, embed_paths)
+    log.info("protocol: %s", protocol_counts(proto))
+    write_parquet(proto, out / "protocol.parquet", provenance=prov)
+    gal, probes = _gallery_and_probes(proto, model)
+    ranks = sorted({int(r) for r in cfg.get("ranks", [1, 5, 10, 20])})
+    res = _search(gal, probes, ids, emb, ranks, cfg)
+    group = _probe_groups(probes, attributes_path, fairness_cfg)
+    searches = _searches(probes, group, gal, res)
+    write_parquet(searches, out / "searches.parquet", provenance=prov)
+    fnir_rank = int(cfg.get("fnir_rank", 1))
+    overall = _overall_fnir(searches, cfg, fnir_rank, len(gal))
+    cmc_t, fnir_t, det_t = _group_tables(searches, group, overall, ranks, fnir_rank, len(gal))
+    for _, row in overall.iterrows():
+        if not row["resolvable"]:
+            log.warning("FPIR target %g: %s", row["target_fpir"], row["text"])
+    _write(cmc_t, out, "cmc", prov)
+    _write(fnir_t, out, "fnir", prov)
+    _write(det_t, out, "det", prov, csv=False)
+    _write_tables_html(out, model, proto, cfg, cmc_t, fnir_t, fnir_rank)
+    plot_cmc(cmc_t, out / "cmc.png", f"{model}: CMC (N = {len(gal)})")
+    plot_det(det_t, fnir_t, out / "det.png", f"{model}: identification DET (R = {fnir_rank})")
+    summary = {"model": model, **protocol_counts(proto),
+               "rank1": float(cmc_t.loc[(cmc_t["group"] == "all") & (cmc_t["rank"] == 1),
+                                        "identification_rate"].iloc[0])
+               if 1 in ranks else np.nan}
+    log.info("identification summary: %s", summary)
+    return summary
+
+
+def _protocol(pool_path: str | os.PathLike, cfg: Mapping[str, Any], seed: int
+              ) -> pd.DataFrame:
+    """The seeded 1:N protocol (:func:`build_protocol`) on the pool's ``ok`` images; raises
+    when the pool lacks ``image_id`` or ``identity``."""
     pool = read_parquet(pool_path)
     if "status" in pool.columns:
         pool = pool[pool["status"].astype(str) == "ok"]
     for col in ("image_id", "identity"):
         if col not in pool.columns:
             raise ValueError(f"{pool_path} lacks column {col!r}")
-    proto = build_protocol(pool, seed=int(seed),
-                           heldout_fraction=float(cfg.get("heldout_fraction", 0.2)),
-                           gallery_size=int(cfg.get("gallery_size", 0)),
-                           max_probes_per_identity=int(cfg.get("max_probes_per_identity", 0)))
+    return build_protocol(pool, seed=int(seed),
+                          heldout_fraction=float(cfg.get("heldout_fraction", 0.2)),
+                          gallery_size=int(cfg.get("gallery_size", 0)),
+                          max_probes_per_identity=int(cfg.get("max_probes_per_identity", 0)))
+
+
+def _used_embeddings(proto: pd.DataFrame, embed_paths: Sequence[str | os.PathLike]
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """The embeddings (ids, matrix) of the images the protocol uses; images without one
+    become ``unused`` with the reason ``no embedding (<role>)`` (``proto`` in place)."""
     used = proto.loc[proto["role"] != "unused", "image_id"].tolist()
     ids, emb = load_embeddings(embed_paths, used)
     have = set(ids.tolist())
     missing = proto["role"].ne("unused") & ~proto["image_id"].isin(have)
     proto.loc[missing, "reason"] = "no embedding (" + proto.loc[missing, "role"] + ")"
     proto.loc[missing, "role"] = "unused"
-    log.info("protocol: %s", protocol_counts(proto))
-    write_parquet(proto, out / "protocol.parquet", provenance=prov)
+    return ids, emb
 
-    row_of = {i: k for k, i in enumerate(ids.tolist())}
+
+def _gallery_and_probes(proto: pd.DataFrame, model: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The gallery rows and the probe rows (mated and non-mated), each renumbered; raises
+    when either is empty."""
     gal = proto[proto["role"] == "gallery"].reset_index(drop=True)
     probes = proto[proto["role"].isin(["mated", "nonmated"])].reset_index(drop=True)
     if gal.empty or probes.empty:
         raise ValueError(f"identification protocol for {model} has {len(gal)} gallery "
                          f"images and {len(probes)} probes; the pool is too small")
+    return gal, probes
+
+
+def _search(gal: pd.DataFrame, probes: pd.DataFrame, ids: np.ndarray, emb: np.ndarray,
+            ranks: list[int], cfg: Mapping[str, Any]) -> SearchResult:
+    """Every probe searched against the gallery, top ``max(ranks)`` kept, each mated
+    probe's mate (its identity's gallery position) ranked."""
+    row_of = {i: k for k, i in enumerate(ids.tolist())}
     gal_rows = np.array([row_of[i] for i in gal["image_id"]], dtype=np.int64)
     probe_rows = np.array([row_of[i] for i in probes["image_id"]], dtype=np.int64)
     gal_pos = {ident: k for k, ident in enumerate(gal["identity"])}
     mate = np.array([gal_pos.get(i, -1) if r == "mated" else -1
                      for i, r in zip(probes["identity"], probes["role"], strict=True)])
-    ranks = sorted({int(r) for r in cfg.get("ranks", [1, 5, 10, 20])})
-    res = search(emb[probe_rows], emb[gal_rows], mate, k=max(ranks),
-                 probe_block=int(cfg.get("probe_block", 2048)),
-                 gallery_block=int(cfg.get("gallery_block", 16384)),
-                 device=str(cfg.get("device", "auto")),
-                 precision=str(cfg.get("precision", "float32")), progress=True)
+    return search(emb[probe_rows], emb[gal_rows], mate, k=max(ranks),
+                  probe_block=int(cfg.get("probe_block", 2048)),
+                  gallery_block=int(cfg.get("gallery_block", 16384)),
+                  device=str(cfg.get("device", "auto")),
+                  precision=str(cfg.get("precision", "float32")), progress=True)
 
-    # groups of the probes (fairness.protected, per-identity vote)
+
+def _probe_groups(probes: pd.DataFrame, attributes_path: str | os.PathLike,
+                  fairness_cfg: Mapping[str, Any]) -> np.ndarray:
+    """Each probe's protected group (``fairness.protected``, per-identity vote); all None
+    when no protected attribute is configured."""
     protected = parse_specs(fairness_cfg.get("protected"))
     group = np.full(len(probes), None, dtype=object)
     if protected:
@@ -102,23 +155,42 @@ def run_identification(pool_path: str | os.PathLike, embed_paths: Sequence[str |
                                 spec_columns({"protected": fairness_cfg.get("protected")}))
         labels = image_labels(attrs, protected, [], sync=fairness_cfg.get("sync", "majority"))
         group = labels["group"].reindex(probes["image_id"].to_numpy()).to_numpy(object)
+    return group
+
+
+def _searches(probes: pd.DataFrame, group: np.ndarray, gal: pd.DataFrame,
+              res: SearchResult) -> pd.DataFrame:
+    """One row per probe: identity, role, group, mate rank and score, top-1 score and the
+    top-k gallery image ids and scores."""
     gal_ids = gal["image_id"].to_numpy(object)
-    searches = probes[["image_id", "identity", "role"]].assign(
+    return probes[["image_id", "identity", "role"]].assign(
         group=group, mate_rank=res.mate_rank, mate_score=res.mate_score,
         top1_score=res.top_score[:, 0],
         top_ids=[list(gal_ids[r]) for r in res.top_index],
         top_scores=[list(map(float, r)) for r in res.top_score])
-    write_parquet(searches, out / "searches.parquet", provenance=prov)
 
+
+def _overall_fnir(searches: pd.DataFrame, cfg: Mapping[str, Any], fnir_rank: int,
+                  n_gallery: int) -> pd.DataFrame:
+    """FNIR at each target FPIR over all searches, T set from all non-mated searches
+    (group ``all``)."""
     targets = [float(t) for t in cfg.get("fpir_targets", [0.01, 0.1])]
-    fnir_rank = int(cfg.get("fnir_rank", 1))
-    mated = searches["role"] == "mated"
     nonm = searches["role"] == "nonmated"
     top1_nm = searches.loc[nonm, "top1_score"].to_numpy(np.float64)
     overall = fnir_at_fpir(searches["mate_rank"], searches["mate_score"], top1_nm, targets,
                            fnir_rank)
     overall.insert(0, "group", "all")
-    overall["n_gallery"] = len(gal)
+    overall["n_gallery"] = n_gallery
+    return overall
+
+
+def _group_tables(searches: pd.DataFrame, group: np.ndarray, overall: pd.DataFrame,
+                  ranks: list[int], fnir_rank: int, n_gallery: int
+                  ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """CMC, FNIR and DET tables for group ``all`` and each protected group; a group's FNIR
+    and FPIR are taken at the overall T of each target."""
+    mated = searches["role"] == "mated"
+    nonm = searches["role"] == "nonmated"
     cmc_rows, fnir_rows, det_rows = [], [overall], []
     groups = ["all", *sorted({str(g) for g in group if g is not None and pd.notna(g)})]
     for name in groups:
@@ -127,33 +199,38 @@ def run_identification(pool_path: str | os.PathLike, embed_paths: Sequence[str |
         rates = cmc(searches.loc[m & mated, "mate_rank"], ranks)
         for r, v in zip(ranks, rates, strict=True):
             cmc_rows.append({"group": name, "rank": r, "identification_rate": v,
-                             "n_mated": int((m & mated).sum()), "n_gallery": len(gal)})
+                             "n_mated": int((m & mated).sum()), "n_gallery": n_gallery})
         d = det_curve(searches.loc[m, "mate_rank"], searches.loc[m, "mate_score"],
                       searches.loc[m & nonm, "top1_score"], fnir_rank)
         det_rows.append(d.assign(group=name))
-        if name == "all":
-            continue
-        sub = []
-        for _, row in overall.iterrows():
-            t = row["threshold"]
-            nm_g = searches.loc[m & nonm, "top1_score"].to_numpy(np.float64)
-            f = fnir(searches.loc[m, "mate_rank"], searches.loc[m, "mate_score"], fnir_rank, t)
-            sub.append({"group": name, "target_fpir": row["target_fpir"], "threshold": t,
-                        "fpir": fpir(nm_g, t), "fnir": f, "rank": fnir_rank,
-                        "n_mated": int((m & mated).sum()), "n_nonmated": int(nm_g.size),
-                        "resolvable": bool(row["resolvable"]),
-                        "text": f"{f:.4g}" if row["resolvable"] and np.isfinite(f)
-                        else row["text"], "n_gallery": len(gal)})
-        fnir_rows.append(pd.DataFrame(sub))
-    cmc_t = pd.DataFrame(cmc_rows)
-    fnir_t = pd.concat(fnir_rows, ignore_index=True)
-    det_t = pd.concat(det_rows, ignore_index=True)
+        if name != "all":
+            fnir_rows.append(_group_fnir(searches, m, name, overall, fnir_rank, n_gallery))
+    return (pd.DataFrame(cmc_rows), pd.concat(fnir_rows, ignore_index=True),
+            pd.concat(det_rows, ignore_index=True))
+
+
+def _group_fnir(searches: pd.DataFrame, m: np.ndarray, name: str, overall: pd.DataFrame,
+                fnir_rank: int, n_gallery: int) -> pd.DataFrame:
+    """FNIR and FPIR of the searches ``m`` (group ``name``) at each overall threshold."""
+    mated = searches["role"] == "mated"
+    nonm = searches["role"] == "nonmated"
+    sub = []
     for _, row in overall.iterrows():
-        if not row["resolvable"]:
-            log.warning("FPIR target %g: %s", row["target_fpir"], row["text"])
-    _write(cmc_t, out, "cmc", prov)
-    _write(fnir_t, out, "fnir", prov)
-    _write(det_t, out, "det", prov, csv=False)
+        t = row["threshold"]
+        nm_g = searches.loc[m & nonm, "top1_score"].to_numpy(np.float64)
+        f = fnir(searches.loc[m, "mate_rank"], searches.loc[m, "mate_score"], fnir_rank, t)
+        sub.append({"group": name, "target_fpir": row["target_fpir"], "threshold": t,
+                    "fpir": fpir(nm_g, t), "fnir": f, "rank": fnir_rank,
+                    "n_mated": int((m & mated).sum()), "n_nonmated": int(nm_g.size),
+                    "resolvable": bool(row["resolvable"]),
+                    "text": f"{f:.4g}" if row["resolvable"] and np.isfinite(f)
+                    else row["text"], "n_gallery": n_gallery})
+    return pd.DataFrame(sub)
+
+
+def _write_tables_html(out: Path, model: str, proto: pd.DataFrame, cfg: Mapping[str, Any],
+                       cmc_t: pd.DataFrame, fnir_t: pd.DataFrame, fnir_rank: int) -> None:
+    """tables.html: the protocol in words, the CMC table and the FNIR table."""
     counts = protocol_counts(proto)
     write_html_page(out / "tables.html", f"Identification: {model}", [
         f"<p>Open-set 1:N search (ISO/IEC 19795-1) on pool {cfg.get('pool', '')}: "
@@ -163,14 +240,6 @@ def run_identification(pool_path: str | os.PathLike, embed_paths: Sequence[str |
         "searches.</p>",
         frame_html(cmc_t, caption="CMC: identification rate at rank R"),
         frame_html(fnir_t, caption=f"FNIR(N, R={fnir_rank}, T) at FPIR(N, T)")])
-    plot_cmc(cmc_t, out / "cmc.png", f"{model}: CMC (N = {len(gal)})")
-    plot_det(det_t, fnir_t, out / "det.png", f"{model}: identification DET (R = {fnir_rank})")
-    summary = {"model": model, **protocol_counts(proto),
-               "rank1": float(cmc_t.loc[(cmc_t["group"] == "all") & (cmc_t["rank"] == 1),
-                                        "identification_rate"].iloc[0])
-               if 1 in ranks else np.nan}
-    log.info("identification summary: %s", summary)
-    return summary
 
 
 def plot_cmc(table: pd.DataFrame, path: str | os.PathLike, title: str) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,6 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 
-from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.labels.agreement import (
     cohen_kappa,
@@ -41,15 +41,9 @@ from facecast.labels.agreement import (
     krippendorff_alpha_nominal,
     leave_one_out_disagreement,
 )
-from facecast.labels.html import write_html
+from facecast.labels.audit_report import write_empty, write_figures, write_reports
 from facecast.labels.metrics import METRIC_COLUMNS, attribute_metrics, macro_row
-from facecast.labels.plots import (
-    f1_prevalence_plot,
-    kappa_plot,
-    measurement_plot,
-    phi_plot,
-    suspects_grid,
-)
+from facecast.labels.plots import phi_plot, suspects_grid
 from facecast.labels.rules import evaluate_rules, rules_from_config
 from facecast.labels.suspects import identity_suspects, oof_probabilities, rank_suspects
 
@@ -148,14 +142,32 @@ def _auroc(flipped: np.ndarray, score: np.ndarray) -> float:
     return float(roc_auc_score(f, score[ok])) if 0 < f.sum() < f.size else float("nan")
 
 
+@dataclass(frozen=True)
+class _Audit:
+    """What every audit step reads: the merged config, the attribute table, the audited
+    attributes with their labels (index ``image_id``), identities, where outputs go."""
+
+    c: dict[str, Any]
+    table: pd.DataFrame
+    attrs: list[str]
+    labels: pd.DataFrame
+    identity: np.ndarray
+    invariant: list[str]
+    out: Path
+    prov: dict[str, Any]
+
+    @property
+    def idx(self) -> pd.Index:
+        """The images' ids, in table order."""
+        return self.labels.index
+
+
 def run_audit(attributes: str | os.PathLike, out_dir: str | os.PathLike,
               cfg: Mapping[str, Any], *, embeddings: Sequence[str] = (),
               faces: Sequence[str] = (), features: str | os.PathLike | None = None,
               protected: Mapping[str, Any] | None = None, seed: int = 0,
               provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Run the label audit; write every artifact under ``out_dir``; return a summary dict."""
-    from facecast.fairness.groups import image_labels, parse_specs
-
     c = merged_cfg(cfg)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -167,72 +179,127 @@ def run_audit(attributes: str | os.PathLike, out_dir: str | os.PathLike,
     if not attrs:
         reason = f"n/a (no 0/1 column with prefix {prefix!r} in attributes.parquet)"
         log.warning("audit: %s; every output says so", reason)
-        return _write_empty(out, table, reason, prov)
+        return write_empty(out, table, reason, prov)
     log.info("audit: %d images, %d attributes: %s", len(table), len(attrs), attrs)
-    idx = pd.Index(table["image_id"])
-    labels = pd.DataFrame({a: table[prefix + a].to_numpy(dtype=float) for a in attrs}, index=idx)
-    identity = table["identity"].astype(str).to_numpy()
-    invariant = [a for a in c["invariant"] if a in attrs]
+    a = _audit(c, table, attrs, out, prov)
+    sources, oof, notes = _prediction_sources(a, embeddings, seed)
+    for note in notes:
+        log.warning("audit: %s", note)
+    metrics = _metrics(a, sources)
+    rules = rules_from_config(c)
+    flags, rule_table = _contradictions(a, rules)
+    kappas, kappa_rows, id_dis = _agreement(a, sources)
+    _write_flags(a, flags, id_dis)
+    kappa_table = _kappa_table(a, kappa_rows, metrics, sources)
+    suspects, ids = _suspects(a, oof, kappas, flags, rules, faces)
+    skew, phi = _skew_and_amplification(a, oof, id_dis, protected)
+    recovery = _recovery(a, suspects, kappas)
+    write_figures(out, kappa_table, metrics, a.labels, features)
+    summary = {"n_images": int(len(table)), "attributes": attrs,
+               "rule_rates": dict(zip(rule_table["rule"], rule_table["rate"], strict=True)),
+               "kappa": kappas}
+    write_reports(out, n_images=len(table), attrs=attrs, prefix=prefix, sources=list(sources),
+                  notes=notes, metrics=metrics, rule_table=rule_table,
+                  kappa_table=kappa_table, recovery=recovery, suspects=suspects, ids=ids,
+                  skew=skew, phi=phi)
+    return summary
 
-    # ---- sources of predictions: the out-of-fold model, scorer columns, a second source
+
+def _audit(c: dict[str, Any], table: pd.DataFrame, attrs: list[str], out: Path,
+           prov: dict[str, Any]) -> _Audit:
+    """The labels (``<label_prefix><attr>`` as float), identities and the invariant
+    attributes that are audited."""
+    idx = pd.Index(table["image_id"])
+    prefix = c["label_prefix"]
+    labels = pd.DataFrame({a: table[prefix + a].to_numpy(dtype=float) for a in attrs}, index=idx)
+    return _Audit(c=c, table=table, attrs=attrs, labels=labels,
+                  identity=table["identity"].astype(str).to_numpy(),
+                  invariant=[a for a in c["invariant"] if a in attrs], out=out, prov=prov)
+
+
+def _prediction_sources(a: _Audit, embeddings: Sequence[str], seed: int
+                        ) -> tuple[dict[str, pd.DataFrame], pd.DataFrame | None, list[str]]:
+    """The predictions the labels are checked against, by source name: ``oof`` (the
+    out-of-fold model, :func:`_oof_model`), ``scorer:<column>`` (scorer columns named by
+    ``predictions``), ``second_source`` (a second annotation CSV); also the out-of-fold
+    probabilities alone and notes on what was left out."""
+    notes: list[str] = []
     sources: dict[str, pd.DataFrame] = {}
-    model = c["model"]
+    oof = _oof_model(a, embeddings, seed, notes)
+    if oof is not None:
+        sources["oof"] = oof
+    for attr, col in (a.c["predictions"] or {}).items():
+        if col not in a.table.columns:
+            notes.append(f"audit.predictions.{attr}: {col!r} not in attributes.parquet (left out)")
+            continue
+        if attr in a.attrs:
+            sources.setdefault(f"scorer:{col}", pd.DataFrame(index=a.idx))[attr] = \
+                a.table[col].to_numpy(dtype=float)
+    if a.c["second_source"]:
+        sources["second_source"] = _second_source(a)
+    return sources, oof, notes
+
+
+def _oof_model(a: _Audit, embeddings: Sequence[str], seed: int,
+               notes: list[str]) -> pd.DataFrame | None:
+    """Out-of-fold logistic-regression probabilities per attribute from the ``model``
+    features (embeddings and/or table columns), None without features; writes
+    predictions.parquet either way. Appends a note per missing feature (to ``notes``)."""
+    model = a.c["model"]
     feats = []
     if model.get("embedding"):
-        feats.append(_embedding_features(list(embeddings), idx))
-    notes = []
+        feats.append(_embedding_features(list(embeddings), a.idx))
     for col in model.get("columns") or []:
-        if col not in table.columns:
+        if col not in a.table.columns:
             notes.append(f"audit.model.columns: {col!r} not in attributes.parquet (left out)")
             continue
-        feats.append(table[[col]].to_numpy(dtype=float))
-    oof = None
+        feats.append(a.table[[col]].to_numpy(dtype=float))
     if model.get("embedding") and not list(embeddings):
         notes.append(f"audit.model.embedding: no {model['embedding']} embedding shards")
     feats = [f for f in feats if f.shape[1]]
-    if feats:
-        x = np.concatenate(feats, axis=1)
-        log.info("audit: out-of-fold model on %d features, %d folds", x.shape[1],
-                 int(model["folds"]))
-        oof = oof_probabilities(x, labels, identity, folds=int(model["folds"]),
-                                c=float(model["C"]), seed=seed)
-        sources["oof"] = oof
-        pred_out = oof.add_prefix("p_").reset_index(names="image_id")
-        write_parquet(pred_out, out / "predictions.parquet", provenance=prov | {
-            "model": "out-of-fold logistic regression", "folds": int(model["folds"])})
-    else:
-        write_parquet(pd.DataFrame({"image_id": idx.to_numpy()}), out / "predictions.parquet",
-                      provenance=prov | {"model": "none (audit.model has no features)"})
-    for a, col in (c["predictions"] or {}).items():
-        if col not in table.columns:
-            notes.append(f"audit.predictions.{a}: {col!r} not in attributes.parquet (left out)")
-            continue
-        if a in attrs:
-            sources.setdefault(f"scorer:{col}", pd.DataFrame(index=idx))[a] = \
-                table[col].to_numpy(dtype=float)
-    if c["second_source"]:
-        second = pd.read_csv(c["second_source"], dtype={"image_id": str}).set_index("image_id")
-        s2 = pd.DataFrame(index=idx)
-        for a in attrs:
-            col = a if a in second.columns else prefix + a if prefix + a in second.columns \
-                else None
-            if col is not None:
-                s2[a] = second[col].reindex(idx).to_numpy(dtype=float)
-        log.info("audit: second source %s covers %d attributes", c["second_source"],
-                 s2.shape[1])
-        sources["second_source"] = s2
+    if not feats:
+        write_parquet(pd.DataFrame({"image_id": a.idx.to_numpy()}),
+                      a.out / "predictions.parquet",
+                      provenance=a.prov | {"model": "none (audit.model has no features)"})
+        return None
+    x = np.concatenate(feats, axis=1)
+    log.info("audit: out-of-fold model on %d features, %d folds", x.shape[1],
+             int(model["folds"]))
+    oof = oof_probabilities(x, a.labels, a.identity, folds=int(model["folds"]),
+                            c=float(model["C"]), seed=seed)
+    pred_out = oof.add_prefix("p_").reset_index(names="image_id")
+    write_parquet(pred_out, a.out / "predictions.parquet", provenance=a.prov | {
+        "model": "out-of-fold logistic regression", "folds": int(model["folds"])})
+    return oof
 
-    for note in notes:
-        log.warning("audit: %s", note)
 
-    # ---- metrics, F1 first
+def _second_source(a: _Audit) -> pd.DataFrame:
+    """The second annotation CSV's labels (column ``<attr>`` or ``<label_prefix><attr>``)
+    aligned to the table's images."""
+    prefix = a.c["label_prefix"]
+    second = pd.read_csv(a.c["second_source"], dtype={"image_id": str}).set_index("image_id")
+    s2 = pd.DataFrame(index=a.idx)
+    for attr in a.attrs:
+        col = attr if attr in second.columns else prefix + attr \
+            if prefix + attr in second.columns else None
+        if col is not None:
+            s2[attr] = second[col].reindex(a.idx).to_numpy(dtype=float)
+    log.info("audit: second source %s covers %d attributes", a.c["second_source"],
+             s2.shape[1])
+    return s2
+
+
+def _metrics(a: _Audit, sources: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per attribute and source: F1 first, with the baselines; macro averages (baselines
+    averaged too) last. Writes metrics.parquet and metrics.csv."""
     rows = []
-    for a in attrs:
-        rows.append(attribute_metrics(a, labels[a].to_numpy(), None, "baseline"))
+    for attr in a.attrs:
+        y = a.labels[attr].to_numpy()
+        rows.append(attribute_metrics(attr, y, None, "baseline"))
         for name, src in sources.items():
-            if a in src.columns:
-                rows.append(attribute_metrics(a, labels[a].to_numpy(), src[a].to_numpy(),
-                                              name, float(c["threshold"])))
+            if attr in src.columns:
+                rows.append(attribute_metrics(attr, y, src[attr].to_numpy(), name,
+                                              float(a.c["threshold"])))
     metrics = pd.DataFrame(rows, columns=METRIC_COLUMNS)
     macros = [macro_row(metrics, s) for s in ["baseline", *sources]]
     metrics = pd.concat([metrics, pd.DataFrame(macros, columns=METRIC_COLUMNS)],
@@ -242,174 +309,161 @@ def run_audit(attributes: str | os.PathLike, out_dir: str | os.PathLike,
         for col in ("prevalence", "majority_accuracy", "all_positive_f1"):
             metrics.loc[(metrics["source"] == s) & (metrics["attribute"] == "macro average"),
                         col] = float(base[col].mean()) if len(base) else np.nan
-    write_parquet(metrics, out / "metrics.parquet", provenance=prov)
-    metrics.to_csv(out / "metrics.csv", index=False, float_format="%.4f")
+    write_parquet(metrics, a.out / "metrics.parquet", provenance=a.prov)
+    metrics.to_csv(a.out / "metrics.csv", index=False, float_format="%.4f")
+    return metrics
 
-    # ---- contradictions
-    rules = rules_from_config(c)
-    flags, rule_table = evaluate_rules(labels, rules)
+
+def _contradictions(a: _Audit, rules: Mapping[str, Mapping[str, Any]]
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-image rule flags and the per-rule table (a warning per rule not applied);
+    writes rules.csv."""
+    flags, rule_table = evaluate_rules(a.labels, rules)
     for _, r in rule_table[rule_table["status"] != "ok"].iterrows():
         log.warning("audit: rule %s not applied: %s", r["rule"], r["status"])
-    rule_table.to_csv(out / "rules.csv", index=False, float_format="%.6f")
+    rule_table.to_csv(a.out / "rules.csv", index=False, float_format="%.6f")
+    return flags, rule_table
 
-    # ---- agreement
+
+def _agreement(a: _Audit, sources: Mapping[str, pd.DataFrame]
+               ) -> tuple[dict[str, float], list[dict[str, Any]], pd.DataFrame]:
+    """Per attribute: Fleiss' kappa (identities x images), Cohen's kappa against every
+    source (thresholded), Krippendorff's alpha across label and sources; and, for the
+    invariant attributes, each image's leave-one-out disagreement with its identity.
+    Returns the kappas, the agreement rows and the disagreements."""
     kappas, krows = {}, []
-    id_dis = pd.DataFrame(index=idx)
-    for a in attrs:
-        k, n_items, n_r = fleiss_kappa_by_group(labels[a].to_numpy(), identity)
-        kappas[a] = k
-        row = {"attribute": a, "invariant": a in invariant, "fleiss_kappa": k,
+    id_dis = pd.DataFrame(index=a.idx)
+    for attr in a.attrs:
+        y = a.labels[attr].to_numpy()
+        k, n_items, n_r = fleiss_kappa_by_group(y, a.identity)
+        kappas[attr] = k
+        row = {"attribute": attr, "invariant": attr in a.invariant, "fleiss_kappa": k,
                "n_identities": n_items, "n_images": n_r,
                "fleiss_status": "ok" if np.isfinite(k) else
                f"n/a ({n_items} identities with >= 2 images, or one class only)"}
-        mats = [labels[a].to_numpy(dtype=float)]
+        mats = [a.labels[attr].to_numpy(dtype=float)]
         for name, src in sources.items():
-            if a in src.columns:
-                row[f"cohen_{name}"] = cohen_kappa(labels[a].to_numpy(), src[a].to_numpy())
-                p = src[a].to_numpy(dtype=float)
-                mats.append(np.where(np.isfinite(p), (p >= float(c["threshold"])).astype(float),
-                                     np.nan) if name != "second_source" else p)
+            if attr in src.columns:
+                row[f"cohen_{name}"] = cohen_kappa(y, src[attr].to_numpy())
+                p = src[attr].to_numpy(dtype=float)
+                mats.append(np.where(np.isfinite(p),
+                                     (p >= float(a.c["threshold"])).astype(float), np.nan)
+                            if name != "second_source" else p)
         row["n_sources"] = len(mats)
         row["krippendorff_alpha"] = (krippendorff_alpha_nominal(np.stack(mats, axis=1))
                                      if len(mats) >= 2 else np.nan)
         krows.append(row)
-        if a in invariant:
-            id_dis[a] = leave_one_out_disagreement(labels[a].to_numpy(), identity)[0]
+        if attr in a.invariant:
+            id_dis[attr] = leave_one_out_disagreement(y, a.identity)[0]
+    return kappas, krows, id_dis
+
+
+def _write_flags(a: _Audit, flags: pd.DataFrame, id_dis: pd.DataFrame) -> None:
+    """flags.parquet: per image, its identity, the rule flags and, per invariant attribute,
+    whether its label differs from most of its identity's other images."""
     flag_out = flags.reset_index(names="image_id")
-    flag_out.insert(1, "identity", identity)
-    for a in id_dis.columns:  # the image's label differs from most of its identity's others
-        flag_out[f"identity_disagree_{a}"] = (id_dis[a].to_numpy() > 0.5)
-    write_parquet(flag_out, out / "flags.parquet", provenance=prov)
+    flag_out.insert(1, "identity", a.identity)
+    for attr in id_dis.columns:
+        flag_out[f"identity_disagree_{attr}"] = (id_dis[attr].to_numpy() > 0.5)
+    write_parquet(flag_out, a.out / "flags.parquet", provenance=a.prov)
+
+
+def _kappa_table(a: _Audit, krows: list[dict[str, Any]], metrics: pd.DataFrame,
+                 sources: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """The agreement rows with the F1 of the main source (``oof``, else the first) and
+    ``reliable`` (what ``describe`` keeps: an invariant attribute needs Fleiss' kappa >=
+    ``min_kappa``, any attribute with an F1 needs F1 >= ``min_f1``); writes kappa.csv and
+    kappa.parquet."""
     kappa_table = pd.DataFrame(krows)
     f1_src = "oof" if "oof" in sources else next(iter(sources), None)
     f1 = metrics[(metrics["source"] == f1_src)].set_index("attribute")["f1"] if f1_src else None
-    kappa_table["f1"] = [float(f1.get(a, np.nan)) if f1 is not None else np.nan for a in attrs]
+    kappa_table["f1"] = [float(f1.get(x, np.nan)) if f1 is not None else np.nan
+                         for x in a.attrs]
     kappa_table["reliable"] = [
-        not ((r.invariant and not (r.fleiss_kappa >= float(c["min_kappa"])))
-             or (np.isfinite(r.f1) and r.f1 < float(c["min_f1"])))
+        not ((r.invariant and not (r.fleiss_kappa >= float(a.c["min_kappa"])))
+             or (np.isfinite(r.f1) and r.f1 < float(a.c["min_f1"])))
         for r in kappa_table.itertuples()]
-    kappa_table.to_csv(out / "kappa.csv", index=False, float_format="%.4f")
-    write_parquet(kappa_table, out / "kappa.parquet", provenance=prov)
+    kappa_table.to_csv(a.out / "kappa.csv", index=False, float_format="%.4f")
+    write_parquet(kappa_table, a.out / "kappa.parquet", provenance=a.prov)
+    return kappa_table
 
-    # ---- suspects
-    suspects = rank_suspects(table["image_id"], identity, labels, oof, kappas, invariant, flags,
+
+def _suspects(a: _Audit, oof: pd.DataFrame | None, kappas: Mapping[str, float],
+              flags: pd.DataFrame, rules: Mapping[str, Mapping[str, Any]],
+              faces: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Ranked suspect labels (model, identity and rule evidence) and identity-level
+    suspects (with the out-of-fold model only); writes suspects.parquet, suspects_top.csv,
+    identities.parquet and the thumbnail grid of the top ``grid_top`` per attribute."""
+    suspects = rank_suspects(a.table["image_id"], a.identity, a.labels, oof, kappas,
+                             a.invariant, flags,
                              {k: v for k, v in rules.items() if k in flags.columns},
-                             c["weights"])
-    write_parquet(suspects, out / "suspects.parquet", provenance=prov)
-    suspects.head(200).to_csv(out / "suspects_top.csv", index=False, float_format="%.4f")
-    ids = identity_suspects(identity, labels, oof, invariant) if oof is not None else \
+                             a.c["weights"])
+    write_parquet(suspects, a.out / "suspects.parquet", provenance=a.prov)
+    suspects.head(200).to_csv(a.out / "suspects_top.csv", index=False, float_format="%.4f")
+    ids = identity_suspects(a.identity, a.labels, oof, a.invariant) if oof is not None else \
         pd.DataFrame(columns=["attribute", "identity", "n_images", "share_positive",
                               "model_mean", "disagree", "score", "rank"])
-    write_parquet(ids, out / "identities.parquet", provenance=prov)
-    top = (suspects.groupby("attribute", sort=True).head(int(c["grid_top"])))
-    suspects_grid(top, list(faces), out / "suspects_grid.png")
+    write_parquet(ids, a.out / "identities.parquet", provenance=a.prov)
+    top = (suspects.groupby("attribute", sort=True).head(int(a.c["grid_top"])))
+    suspects_grid(top, list(faces), a.out / "suspects_grid.png")
+    return suspects, ids
 
-    # ---- group skew and bias amplification
+
+def _skew_and_amplification(a: _Audit, oof: pd.DataFrame | None, id_dis: pd.DataFrame,
+                            protected: Mapping[str, Any] | None
+                            ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Group skew per ``fairness.protected`` grouping (empty, with a warning, when the
+    table has none of their columns) and label-vs-prediction phi per attribute pair
+    (amplification = phi_pred - phi_label); writes group_skew.csv, phi.csv and phi.png."""
+    from facecast.fairness.groups import image_labels, parse_specs
+
     specs = parse_specs(protected or {})
-    usable = [s for s in specs if s.column in table.columns]
+    usable = [s for s in specs if s.column in a.table.columns]
     if usable:
-        g = image_labels(table, usable, [], sync="majority")
+        g = image_labels(a.table, usable, [], sync="majority")
         groups = g[[s.name for s in usable] + (["group"] if len(usable) > 1 else [])]
-        groups.index = idx
+        groups.index = a.idx
     else:
-        groups = pd.DataFrame(index=idx)
+        groups = pd.DataFrame(index=a.idx)
         log.warning("audit: no fairness.protected column in the table; group skew is empty")
-    skew = group_skew(groups, labels, oof, id_dis)
-    skew.to_csv(out / "group_skew.csv", index=False, float_format="%.4f")
-    phi_l = phi_matrix(labels)
+    skew = group_skew(groups, a.labels, oof, id_dis)
+    skew.to_csv(a.out / "group_skew.csv", index=False, float_format="%.4f")
+    phi_l = phi_matrix(a.labels)
     phi_rows = []
     phi_p = phi_matrix(oof) if oof is not None else None
-    for i, a in enumerate(attrs):
-        for b in attrs[i + 1:]:
-            lv = float(phi_l.loc[a, b])
-            pv = float(phi_p.loc[a, b]) if phi_p is not None else np.nan
-            phi_rows.append({"a": a, "b": b, "phi_label": lv, "phi_pred": pv,
+    for i, x in enumerate(a.attrs):
+        for y in a.attrs[i + 1:]:
+            lv = float(phi_l.loc[x, y])
+            pv = float(phi_p.loc[x, y]) if phi_p is not None else np.nan
+            phi_rows.append({"a": x, "b": y, "phi_label": lv, "phi_pred": pv,
                              "amplification": pv - lv})
     phi = pd.DataFrame(phi_rows, columns=["a", "b", "phi_label", "phi_pred", "amplification"])
-    phi.to_csv(out / "phi.csv", index=False, float_format="%.4f")
-    phi_plot(phi_l, phi_p, out / "phi.png")
+    phi.to_csv(a.out / "phi.csv", index=False, float_format="%.4f")
+    phi_plot(phi_l, phi_p, a.out / "phi.png")
+    return skew, phi
 
-    # ---- recovery of planted noise (truth known)
+
+def _recovery(a: _Audit, suspects: pd.DataFrame, kappas: Mapping[str, float]) -> pd.DataFrame:
+    """With ``truth_prefix`` (clean labels known, the synthetic demo): per attribute the
+    actual flip rate, the expected kappa (1 - 2e)^2 and the suspect AUROC of the actual
+    flips; writes recovery.csv (header only without truth)."""
     rec_rows = []
-    if c["truth_prefix"]:
-        for a in attrs:
-            tcol = c["truth_prefix"] + a
-            if tcol not in table.columns:
+    if a.c["truth_prefix"]:
+        for attr in a.attrs:
+            tcol = a.c["truth_prefix"] + attr
+            if tcol not in a.table.columns:
                 continue
-            t = table[tcol].to_numpy(dtype=float) >= 0.5
-            y = labels[a].to_numpy(dtype=float) >= 0.5
+            t = a.table[tcol].to_numpy(dtype=float) >= 0.5
+            y = a.labels[attr].to_numpy(dtype=float) >= 0.5
             flipped = t != y
             e = float(flipped.mean())
-            sub = suspects[suspects["attribute"] == a].set_index("image_id")["score"]
-            sc = sub.reindex(idx).to_numpy(dtype=float)
-            rec_rows.append({"attribute": a, "flip_rate": e, "n_flipped": int(flipped.sum()),
-                             "fleiss_kappa": kappas[a], "expected_kappa": (1 - 2 * e) ** 2,
+            sub = suspects[suspects["attribute"] == attr].set_index("image_id")["score"]
+            sc = sub.reindex(a.idx).to_numpy(dtype=float)
+            rec_rows.append({"attribute": attr, "flip_rate": e, "n_flipped": int(flipped.sum()),
+                             "fleiss_kappa": kappas[attr], "expected_kappa": (1 - 2 * e) ** 2,
                              "suspect_auroc": _auroc(flipped, sc)})
     recovery = pd.DataFrame(rec_rows, columns=["attribute", "flip_rate", "n_flipped",
                                                "fleiss_kappa", "expected_kappa",
                                                "suspect_auroc"])
-    recovery.to_csv(out / "recovery.csv", index=False, float_format="%.4f")
-
-    # ---- plots
-    kappa_plot(kappa_table, out / "kappa.png")
-    f1_prevalence_plot(metrics[metrics["attribute"] != "macro average"], out /
-                       "f1_vs_prevalence.png")
-    meas = read_parquet(features) if features and Path(features).exists() else None
-    measurement_plot(meas, labels, out / "measurements.png")
-
-    summary = {"n_images": int(len(table)), "attributes": attrs,
-               "rule_rates": dict(zip(rule_table["rule"], rule_table["rate"], strict=True)),
-               "kappa": kappas}
-    lines = ["# Label audit", "", f"{len(table)} images, {len(attrs)} attributes "
-             f"(`{prefix}*`); sources: {', '.join(sources) or 'none'}.", "",
-             *[f"- {n}" for n in notes], "",
-             "## Metrics (F1 first)", "", metrics.to_markdown(index=False, floatfmt=".3f"), "",
-             "## Contradictions", "", rule_table.to_markdown(index=False, floatfmt=".4f"), "",
-             "## Agreement", "", kappa_table.to_markdown(index=False, floatfmt=".3f"), ""]
-    if len(recovery):
-        lines += ["## Recovery of planted noise", "",
-                  recovery.to_markdown(index=False, floatfmt=".3f"), ""]
-    write_text(out / "summary.md", "\n".join(lines))
-    sections = [("Notes", "; ".join(notes) or "none"),
-                ("Metrics per attribute (F1 first)", metrics),
-                ("Contradiction rules", rule_table),
-                ("Agreement (Fleiss: identities x images; Cohen; Krippendorff)", kappa_table)]
-    if len(recovery):
-        sections.append(("Recovery of the planted noise (truth known)", recovery))
-    sections += [("Top 30 suspect labels", suspects.head(30)),
-                 ("Identity-level suspects (top 10 per attribute)",
-                  ids.groupby("attribute").head(10) if len(ids) else ids),
-                 ("Group skew: P(label | group), P(prediction | group), disagreement", skew),
-                 ("Label vs prediction phi (bias amplification)", phi)]
-    write_html(out / "report.html", "Label audit", sections)
-    return summary
-
-
-def _write_empty(out: Path, table: pd.DataFrame, reason: str,
-                 prov: Mapping[str, Any]) -> dict[str, Any]:
-    """Every audit output, each saying why there is nothing to audit."""
-    status = pd.DataFrame({"status": [reason]})
-    ids = pd.DataFrame({"image_id": table["image_id"].astype(str),
-                        "identity": table["identity"].astype(str), "status": reason})
-    for name in ("metrics", "kappa"):
-        write_parquet(status, out / f"{name}.parquet", provenance=prov)
-        status.to_csv(out / f"{name}.csv", index=False)
-    for name in ("rules", "suspects_top", "group_skew", "phi", "recovery"):
-        status.to_csv(out / f"{name}.csv", index=False)
-    for name in ("flags", "predictions"):
-        write_parquet(ids, out / f"{name}.parquet", provenance=prov)
-    write_parquet(pd.DataFrame(columns=["image_id", "identity", "attribute", "label", "score",
-                                        "model", "identity_disagreement", "rule", "reasons",
-                                        "rank"]), out / "suspects.parquet", provenance=prov)
-    write_parquet(pd.DataFrame(columns=["attribute", "identity"]), out / "identities.parquet",
-                  provenance=prov)
-    write_text(out / "summary.md", f"# Label audit\n\n{reason}\n")
-    write_html(out / "report.html", "Label audit", [("Status", reason)])
-    from facecast.report.figures import pyplot, save_figure
-
-    for name in ("kappa", "f1_vs_prevalence", "phi", "measurements", "suspects_grid"):
-        fig, ax = pyplot().subplots(figsize=(5, 1.5))
-        ax.text(0.5, 0.5, reason, ha="center", va="center", fontsize=8, wrap=True)
-        ax.set_axis_off()
-        save_figure(fig, out / f"{name}.png")
-    return {"n_images": int(len(table)), "attributes": [], "status": reason}
+    recovery.to_csv(a.out / "recovery.csv", index=False, float_format="%.4f")
+    return recovery

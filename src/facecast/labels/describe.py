@@ -19,6 +19,7 @@ import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from facecast.io.parquet_io import read_parquet, write_parquet
+from facecast.labels.describe_eval import caption_verification, retrieval
 from facecast.labels.features import PROMINENT_WORDS
 from facecast.labels.html import write_html
 from facecast.labels.metrics import best_f1_threshold
@@ -209,135 +211,38 @@ def describe_row(probs: Mapping[str, float], thresholds: Mapping[str, float],
     return text, {"present": sorted(present), "gender": gender, "features": sorted(feats)}
 
 
-def caption_verification(captions: pd.Series, identity: pd.Series, seed: int,
-                         n_pairs: int = 2000) -> dict[str, float]:
-    """AUC of same-identity vs different-identity caption pairs (identity-disjoint halves).
-
-    TF-IDF (word 1-2 grams) fitted on the training half; pair features = elementwise
-    product and absolute difference of the two vectors (symmetric); logistic regression.
-    """
-    from scipy import sparse
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import roc_auc_score
-
-    rng = np.random.default_rng(seed)
-    ids = np.asarray(sorted(identity.astype(str).unique()))
-    rng.shuffle(ids)
-    half = set(ids[: ids.size // 2].tolist())
-    caps = captions.to_numpy(dtype=object)
-    idv = identity.astype(str).to_numpy()
-    res: dict[str, float] = {}
-    parts = {}
-    for name, sel in (("train", np.isin(idv, list(half))), ("test", ~np.isin(idv, list(half)))):
-        rows = np.flatnonzero(sel)
-        by_id = pd.Series(rows).groupby(idv[rows]).apply(list)
-        multi = [v for v in by_id if len(v) >= 2]
-        if not multi or len(by_id) < 2:
-            return {"auc": float("nan"), "status": f"n/a ({name} half lacks pairs)"}
-        gen = []
-        for _ in range(n_pairs // 2):
-            v = multi[rng.integers(len(multi))]
-            a, b = rng.choice(v, 2, replace=False)
-            gen.append((a, b, 1))
-        imp = []
-        while len(imp) < n_pairs // 2:
-            a, b = rng.choice(rows, 2, replace=False)
-            if idv[a] != idv[b]:
-                imp.append((a, b, 0))
-        parts[name] = np.array(gen + imp)
-    vec = TfidfVectorizer(ngram_range=(1, 2), token_pattern=r"[A-Za-z]+")
-    vec.fit(caps[np.isin(idv, list(half))])
-    x = vec.transform(caps)
-
-    def pair_x(p: np.ndarray):
-        a, b = x[p[:, 0]], x[p[:, 1]]
-        return sparse.hstack([a.multiply(b), abs(a - b)]).tocsr()
-
-    tr, te = parts["train"], parts["test"]
-    if len(np.unique(tr[:, 2])) < 2:
-        return {"auc": float("nan"), "status": "n/a (one class)"}
-    clf = LogisticRegression(max_iter=1000).fit(pair_x(tr), tr[:, 2])
-    score = clf.predict_proba(pair_x(te))[:, 1]
-    res["auc"] = float(roc_auc_score(te[:, 2], score)) if np.ptp(score) > 0 else 0.5
-    res["status"] = "ok" if np.ptp(score) > 0 else "ok (captions carry no information: 0.5)"
-    res["n_test_pairs"] = int(len(te))
-    return res
-
-
-def retrieval(facts: Sequence[dict[str, Any]], image_probs: pd.DataFrame,
-              image_features: Sequence[set[str]], identity: np.ndarray, gender_attr: str,
-              gallery_size: int, seed: int) -> dict[str, Any]:
-    """Caption-to-image retrieval: rank a gallery of images of distinct identities.
-
-    Query = the facts of image a's description; gallery = another image b of a's identity
-    plus ``gallery_size - 1`` images of other identities; each gallery image is scored by
-    the log-likelihood of the query facts under its own probabilities (clipped to
-    [0.05, 0.95]) and prominent features (0 if the image has the feature, log 0.2 if not).
-    """
-    rng = np.random.default_rng(seed)
-    names, code = np.unique(np.asarray(identity).astype(str), return_inverse=True)
-    order = np.argsort(code, kind="stable")  # images grouped by identity
-    counts = np.bincount(code, minlength=names.size)
-    starts = np.r_[0, np.cumsum(counts)[:-1]]
-    n_ids = names.size
-    size = min(int(gallery_size), n_ids)
-    status = "ok" if size == gallery_size else f"gallery {size} (< {gallery_size} identities)"
-    if size < 2:
-        return {"top1": float("nan"), "top10": float("nan"), "gallery": size,
-                "status": "n/a (fewer than 2 identities)"}
-    p = np.clip(image_probs.to_numpy(dtype=float), 0.05, 0.95)
-    cols = {c: j for j, c in enumerate(image_probs.columns)}
-    hits1 = hits10 = total = 0
-    vocab = {w: j for j, w in enumerate(sorted({w for s in image_features for w in s}))}
-    has_feat = np.zeros((len(identity), max(len(vocab), 1)), dtype=bool)
-    for i, s in enumerate(image_features):
-        for w in s:
-            has_feat[i, vocab[w]] = True
-    for q in range(len(identity)):
-        c = code[q]
-        mates = order[starts[c]:starts[c] + counts[c]]
-        mates = mates[mates != q]
-        if not mates.size:
-            continue
-        target = mates[rng.integers(mates.size)]
-        others = np.delete(np.arange(n_ids), c)
-        pick = others[rng.choice(others.size, size - 1, replace=False)]
-        members = order[starts[pick] + rng.integers(0, counts[pick])]
-        gallery = np.r_[target, members]
-        g = np.asarray(gallery)
-        score = np.zeros(g.size)
-        f = facts[q]
-        for a in f["present"]:
-            if a in cols:
-                score += np.log(np.nan_to_num(p[g, cols[a]], nan=0.5))
-        if f["gender"] is not None and gender_attr in cols:
-            pm = np.nan_to_num(p[g, cols[gender_attr]], nan=0.5)
-            score += np.log(pm if f["gender"] == "man" else 1 - pm)
-        for feat in f["features"]:
-            if feat in vocab:
-                score += np.where(has_feat[g, vocab[feat]], 0.0, np.log(0.2))
-            else:
-                score += np.log(0.2)
-        score += rng.random(g.size) * 1e-9  # ties broken at random, not by position
-        rank = int(np.sum(score > score[0]))
-        hits1 += rank < 1
-        hits10 += rank < 10
-        total += 1
-    if total == 0:
-        return {"top1": float("nan"), "top10": float("nan"), "gallery": size,
-                "status": "n/a (no identity with 2 images)"}
-    return {"top1": hits1 / total, "top10": hits10 / total, "gallery": size,
-            "chance_top1": 1 / size, "chance_top10": min(10, size) / size,
-            "n_queries": total, "status": status}
-
-
 def _load_features(path: str | os.PathLike | None, key: str) -> dict[str, list[str]]:
+    """``key`` -> its prominent feature phrases, from a features table ({} without one)."""
     if not path or not Path(path).exists():
         return {}
     t = read_parquet(path, columns=[key, "prominent"])
     return {str(k): [x for x in str(v).split(", ") if x] for k, v in
             zip(t[key], t["prominent"].fillna(""), strict=True)}
+
+
+@dataclass(frozen=True)
+class _Describer:
+    """What every variant's descriptions need: the merged configs, the table, the audited
+    attributes, their labels and reliability, grammar (phrases, rules) and features."""
+
+    c: dict[str, Any]
+    a_cfg: dict[str, Any]
+    seed: int
+    table: pd.DataFrame
+    attrs: list[str]
+    labels: pd.DataFrame
+    reliable: dict[str, bool]
+    identity: np.ndarray
+    split: np.ndarray
+    phrases: dict[str, tuple[str, str]]
+    rules: dict[str, dict[str, Any]]
+    f_img: dict[str, list[str]]
+    f_id: dict[str, list[str]]
+
+    @property
+    def gattr(self) -> str:
+        """The gender attribute (its noun: man / woman)."""
+        return self.c["gender_attribute"]
 
 
 def run_describe(attributes: str | os.PathLike, out_dir: str | os.PathLike,
@@ -348,124 +253,18 @@ def run_describe(attributes: str | os.PathLike, out_dir: str | os.PathLike,
                  features_identities: str | os.PathLike | None = None, seed: int = 0,
                  provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Write descriptions.parquet, evaluation.csv and thresholds.csv under ``out_dir``."""
-    from facecast.labels.audit import binary_attributes, merged_cfg
-    from facecast.labels.rules import rules_from_config
-
     c = DESCRIBE_DEFAULTS | dict(cfg or {})
-    a_cfg = merged_cfg(audit_cfg)
     seed = int(c["seed"]) if c.get("seed") is not None else int(seed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    table = read_parquet(attributes).reset_index(drop=True)
-    table["image_id"] = table["image_id"].astype(str)
-    prefix = c["label_prefix"] or a_cfg["label_prefix"]
-    attrs = binary_attributes(table, prefix, a_cfg["attributes"])
-    phrases = _phrases(c["phrases"])
-    rules = rules_from_config(a_cfg)
-    gattr = c["gender_attribute"]
-    labels = pd.DataFrame({a: table[prefix + a].to_numpy(dtype=float) for a in attrs})
-    reliable = {a: True for a in attrs}
-    if c["drop_unreliable"] and kappa and Path(kappa).exists():
-        k = pd.read_csv(kappa)
-        if {"attribute", "reliable"} <= set(k.columns):
-            k = k.set_index("attribute")
-            reliable = {a: bool(k["reliable"].get(a, True)) for a in attrs}
-    if c["source"] == "audit":
-        pr = read_parquet(predictions) if predictions else pd.DataFrame()
-        pr = pr.set_index(pr["image_id"].astype(str)) if len(pr) else pr
-        probs = pd.DataFrame({a: pr[f"p_{a}"].reindex(table["image_id"]).to_numpy(dtype=float)
-                              if f"p_{a}" in pr.columns else np.nan for a in attrs})
-    elif c["source"] == "columns":
-        probs = pd.DataFrame({a: table[col].to_numpy(dtype=float)
-                              for a, col in (c["columns"] or {}).items()})
-    elif c["source"] == "labels":
-        probs = labels.copy()
-    else:
-        raise ValueError(f"describe.source must be audit, columns or labels, got {c['source']!r}")
-    f_img = _load_features(features_images, "image_id")
-    f_id = _load_features(features_identities, "identity")
-    split = table["split"].astype(str).to_numpy() if "split" in table.columns else \
-        np.full(len(table), "")
-    variants = {"main": (probs, {a for a in attrs if reliable[a]})}
-    if c["oracle_prefix"]:
-        variants["oracle"] = (pd.DataFrame({a: table[c["oracle_prefix"] + a].to_numpy(
-            dtype=float) for a in attrs if c["oracle_prefix"] + a in table.columns}), set(attrs))
+    d, variants = _describer(attributes, c, audit_cfg, seed, predictions, kappa,
+                             features_images, features_identities)
     rows, evals, thr_rows = [], [], []
-    identity = table["identity"].astype(str).to_numpy()
     for variant, (vp, keep) in variants.items():
-        use = [a for a in attrs if a in keep and a in vp.columns]
-        thr = {}
-        for a in use:
-            val = split == str(c["validation_split"])
-            if variant == "main" and c["source"] != "labels" and val.sum() >= 10:
-                t, f1 = best_f1_threshold(labels[a].to_numpy()[val], vp[a].to_numpy()[val])
-            else:
-                t, f1 = 0.5, float("nan")
-            thr[a] = t
-            thr_rows.append({"variant": variant, "attribute": a, "threshold": t,
-                             "validation_f1": f1, "reliable": reliable[a]})
-        for a in attrs:
-            if a not in use:
-                thr_rows.append({"variant": variant, "attribute": a, "threshold": np.nan,
-                                 "validation_f1": np.nan, "reliable": reliable[a]})
-        facts, caps, gonly = [], [], []
-        rng = np.random.default_rng([seed, 14, 0 if variant == "main" else 1])
-        parse_ok = 0
-        pv = {a: vp[a].to_numpy(dtype=float) for a in use}
-        for i in range(len(table)):
-            pi = {a: pv[a][i] for a in use}
-            text, f = describe_row(pi, thr, f_img.get(table["image_id"][i], []), attributes=use,
-                                   gender_attr=gattr, rules=rules, phrases=phrases,
-                                   drop_rate=float(c["drop_rate"]), rng=rng)
-            back = parse_description(text, phrases, use)
-            parse_ok += back == (set(f["present"]), f["gender"], set(f["features"]))
-            facts.append(f)
-            caps.append(text)
-            gonly.append(compose([], f["gender"], [], phrases))
-            rows.append({"variant": variant, "level": "image", "key": table["image_id"][i],
-                         "identity": identity[i], "description": text,
-                         "attributes": ", ".join(f["present"]), "gender": f["gender"] or "",
-                         "features": ", ".join(f["features"])})
-        # identity mode: majority vote of thresholded predictions for invariant attributes
-        inv = [a for a in use if a in a_cfg["invariant"]]
-        votes = pd.DataFrame({a: (pv[a] >= thr[a]).astype(float) for a in inv})
-        votes = votes.where(pd.DataFrame({a: np.isfinite(pv[a]) for a in inv}))
-        votes["identity"] = identity
-        maj = votes.groupby("identity").mean()
-        for ident, r in maj.iterrows():
-            pi = {a: (1.0 if r[a] > 0.5 else 0.0) if np.isfinite(r[a]) else np.nan for a in inv}
-            text, f = describe_row(pi, dict.fromkeys(inv, 0.5), f_id.get(ident, []),
-                                   attributes=inv, gender_attr=gattr, rules=rules,
-                                   phrases=phrases, drop_rate=float(c["drop_rate"]), rng=rng)
-            rows.append({"variant": variant, "level": "identity", "key": ident,
-                         "identity": ident, "description": text,
-                         "attributes": ", ".join(f["present"]), "gender": f["gender"] or "",
-                         "features": ", ".join(f["features"])})
-        capser = pd.Series(caps)
-        ids_s = pd.Series(identity)
-        ver = caption_verification(capser, ids_s, seed, int(c["n_pairs"]))
-        ver_g = caption_verification(pd.Series(gonly), ids_s, seed, int(c["n_pairs"]))
-        ver_c = caption_verification(pd.Series(["A person."] * len(caps)), ids_s, seed,
-                                     int(c["n_pairs"]))
-        ret = retrieval(facts, vp[use] if use else pd.DataFrame(index=vp.index),
-                        [set(f_img.get(x, [])) for x in table["image_id"]], identity, gattr,
-                        int(c["gallery_size"]), seed)
-        evals += [
-            {"variant": variant, "metric": "round_trip_exact", "value": parse_ok / max(len(caps), 1),
-             "baseline": np.nan, "status": "ok"},
-            {"variant": variant, "metric": "verification_auc", "value": ver["auc"],
-             "baseline": np.nan, "status": ver["status"]},
-            {"variant": variant, "metric": "verification_auc_gender_only",
-             "value": ver_g["auc"], "baseline": np.nan, "status": ver_g["status"]},
-            {"variant": variant, "metric": "verification_auc_constant", "value": ver_c["auc"],
-             "baseline": np.nan, "status": ver_c["status"]},
-            {"variant": variant, "metric": "retrieval_top1", "value": ret["top1"],
-             "baseline": ret.get("chance_top1", np.nan), "status": ret["status"]},
-            {"variant": variant, "metric": "retrieval_top10", "value": ret["top10"],
-             "baseline": ret.get("chance_top10", np.nan), "status": ret["status"]},
-        ]
-        log.info("describe[%s]: %d attributes kept (%s); verification AUC %.3f vs gender-only "
-                 "%.3f", variant, len(use), use, ver["auc"], ver_g["auc"])
+        v_rows, v_evals, v_thr_rows = _describe_variant(d, variant, vp, keep)
+        rows += v_rows
+        evals += v_evals
+        thr_rows += v_thr_rows
     desc = pd.DataFrame(rows)
     prov = dict(provenance or {}) | {"stage": "describe", "seed": seed}
     write_parquet(desc, out / "descriptions.parquet", provenance=prov)
@@ -479,3 +278,198 @@ def run_describe(attributes: str | os.PathLike, out_dir: str | os.PathLike,
                                             pd.DataFrame(thr_rows)),
         ("Examples", examples)])
     return {"n": len(desc), "evaluation": ev}
+
+
+def _describer(attributes: str | os.PathLike, c: dict[str, Any], audit_cfg: Mapping[str, Any],
+               seed: int, predictions: str | os.PathLike | None,
+               kappa: str | os.PathLike | None,
+               features_images: str | os.PathLike | None,
+               features_identities: str | os.PathLike | None
+               ) -> tuple[_Describer, dict[str, tuple[pd.DataFrame, set[str]]]]:
+    """Read the attribute table; the audit's attributes and labels (``label_prefix``, else
+    the audit's), the grammar, their reliability, the variants (:func:`_variants`) and the
+    prominent features."""
+    from facecast.labels.audit import binary_attributes, merged_cfg
+    from facecast.labels.rules import rules_from_config
+
+    a_cfg = merged_cfg(audit_cfg)
+    table = read_parquet(attributes).reset_index(drop=True)
+    table["image_id"] = table["image_id"].astype(str)
+    prefix = c["label_prefix"] or a_cfg["label_prefix"]
+    attrs = binary_attributes(table, prefix, a_cfg["attributes"])
+    phrases = _phrases(c["phrases"])
+    rules = rules_from_config(a_cfg)
+    labels = pd.DataFrame({a: table[prefix + a].to_numpy(dtype=float) for a in attrs})
+    reliable = _reliable(attrs, c, kappa)
+    variants = _variants(c, table, attrs, labels, reliable, predictions)
+    d = _Describer(
+        c=c, a_cfg=a_cfg, seed=seed, table=table, attrs=attrs, labels=labels,
+        reliable=reliable, identity=table["identity"].astype(str).to_numpy(),
+        split=table["split"].astype(str).to_numpy() if "split" in table.columns else
+        np.full(len(table), ""), phrases=phrases, rules=rules,
+        f_img=_load_features(features_images, "image_id"),
+        f_id=_load_features(features_identities, "identity"))
+    return d, variants
+
+
+def _reliable(attrs: Sequence[str], c: Mapping[str, Any],
+              kappa: str | os.PathLike | None) -> dict[str, bool]:
+    """Attribute -> reliable per the audit's kappa.csv (with ``drop_unreliable`` and when
+    it exists; otherwise every attribute is reliable)."""
+    reliable = {a: True for a in attrs}
+    if c["drop_unreliable"] and kappa and Path(kappa).exists():
+        k = pd.read_csv(kappa)
+        if {"attribute", "reliable"} <= set(k.columns):
+            k = k.set_index("attribute")
+            reliable = {a: bool(k["reliable"].get(a, True)) for a in attrs}
+    return reliable
+
+
+def _variants(c: Mapping[str, Any], table: pd.DataFrame, attrs: Sequence[str],
+              labels: pd.DataFrame, reliable: Mapping[str, bool],
+              predictions: str | os.PathLike | None
+              ) -> dict[str, tuple[pd.DataFrame, set[str]]]:
+    """Variant -> (probabilities per attribute, attributes it may state): ``main`` from
+    ``source`` (the audit's out-of-fold predictions, table columns or the labels; reliable
+    attributes only) and, with ``oracle_prefix``, ``oracle`` (the clean labels, all)."""
+    if c["source"] == "audit":
+        pr = read_parquet(predictions) if predictions else pd.DataFrame()
+        pr = pr.set_index(pr["image_id"].astype(str)) if len(pr) else pr
+        probs = pd.DataFrame({a: pr[f"p_{a}"].reindex(table["image_id"]).to_numpy(dtype=float)
+                              if f"p_{a}" in pr.columns else np.nan for a in attrs})
+    elif c["source"] == "columns":
+        probs = pd.DataFrame({a: table[col].to_numpy(dtype=float)
+                              for a, col in (c["columns"] or {}).items()})
+    elif c["source"] == "labels":
+        probs = labels.copy()
+    else:
+        raise ValueError(f"describe.source must be audit, columns or labels, got {c['source']!r}")
+    variants = {"main": (probs, {a for a in attrs if reliable[a]})}
+    if c["oracle_prefix"]:
+        variants["oracle"] = (pd.DataFrame({a: table[c["oracle_prefix"] + a].to_numpy(
+            dtype=float) for a in attrs if c["oracle_prefix"] + a in table.columns}), set(attrs))
+    return variants
+
+
+def _describe_variant(d: _Describer, variant: str, vp: pd.DataFrame, keep: set[str]
+                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                 list[dict[str, Any]]]:
+    """One variant: thresholds, a description per image, then per identity (one seeded
+    stream for both, in that order), and the rater-free evaluation (logged). Returns the
+    description rows, the evaluation rows and the threshold rows."""
+    use = [a for a in d.attrs if a in keep and a in vp.columns]
+    thr, thr_rows = _thresholds(d, variant, vp, use)
+    rng = np.random.default_rng([d.seed, 14, 0 if variant == "main" else 1])
+    pv = {a: vp[a].to_numpy(dtype=float) for a in use}
+    rows, facts, caps, gonly, parse_ok = _describe_images(d, variant, use, pv, thr, rng)
+    rows += _describe_identities(d, variant, use, pv, thr, rng)
+    evals = _evaluate(d, variant, vp, use, facts, caps, gonly, parse_ok)
+    auc = {e["metric"]: e["value"] for e in evals}
+    log.info("describe[%s]: %d attributes kept (%s); verification AUC %.3f vs gender-only "
+             "%.3f", variant, len(use), use, auc["verification_auc"],
+             auc["verification_auc_gender_only"])
+    return rows, evals, thr_rows
+
+
+def _thresholds(d: _Describer, variant: str, vp: pd.DataFrame, use: Sequence[str]
+                ) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """Per used attribute the threshold: F1-tuned on the validation split for ``main``
+    (unless the source is the labels or the split has < 10 images), else 0.5. Returns the
+    thresholds and a row per attribute (NaN for those not used)."""
+    thr, thr_rows = {}, []
+    for a in use:
+        val = d.split == str(d.c["validation_split"])
+        if variant == "main" and d.c["source"] != "labels" and val.sum() >= 10:
+            t, f1 = best_f1_threshold(d.labels[a].to_numpy()[val], vp[a].to_numpy()[val])
+        else:
+            t, f1 = 0.5, float("nan")
+        thr[a] = t
+        thr_rows.append({"variant": variant, "attribute": a, "threshold": t,
+                         "validation_f1": f1, "reliable": d.reliable[a]})
+    for a in d.attrs:
+        if a not in use:
+            thr_rows.append({"variant": variant, "attribute": a, "threshold": np.nan,
+                             "validation_f1": np.nan, "reliable": d.reliable[a]})
+    return thr, thr_rows
+
+
+def _describe_images(d: _Describer, variant: str, use: Sequence[str],
+                     pv: Mapping[str, np.ndarray], thr: Mapping[str, float],
+                     rng: np.random.Generator
+                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str],
+                                list[str], int]:
+    """A description per image (table order, drawing on ``rng``), each parsed back.
+    Returns the rows, the fact sets, the captions, gender-only captions and how many
+    parsed back exactly."""
+    rows, facts, caps, gonly = [], [], [], []
+    parse_ok = 0
+    image_id = d.table["image_id"]
+    for i in range(len(d.table)):
+        pi = {a: pv[a][i] for a in use}
+        text, f = describe_row(pi, thr, d.f_img.get(image_id[i], []), attributes=use,
+                               gender_attr=d.gattr, rules=d.rules, phrases=d.phrases,
+                               drop_rate=float(d.c["drop_rate"]), rng=rng)
+        back = parse_description(text, d.phrases, use)
+        parse_ok += back == (set(f["present"]), f["gender"], set(f["features"]))
+        facts.append(f)
+        caps.append(text)
+        gonly.append(compose([], f["gender"], [], d.phrases))
+        rows.append(_row(variant, "image", image_id[i], d.identity[i], text, f))
+    return rows, facts, caps, gonly, parse_ok
+
+
+def _describe_identities(d: _Describer, variant: str, use: Sequence[str],
+                         pv: Mapping[str, np.ndarray], thr: Mapping[str, float],
+                         rng: np.random.Generator) -> list[dict[str, Any]]:
+    """A description per identity (sorted): the majority vote of its images' thresholded
+    predictions of the invariant attributes (drawing on ``rng``)."""
+    inv = [a for a in use if a in d.a_cfg["invariant"]]
+    votes = pd.DataFrame({a: (pv[a] >= thr[a]).astype(float) for a in inv})
+    votes = votes.where(pd.DataFrame({a: np.isfinite(pv[a]) for a in inv}))
+    votes["identity"] = d.identity
+    maj = votes.groupby("identity").mean()
+    rows = []
+    for ident, r in maj.iterrows():
+        pi = {a: (1.0 if r[a] > 0.5 else 0.0) if np.isfinite(r[a]) else np.nan for a in inv}
+        text, f = describe_row(pi, dict.fromkeys(inv, 0.5), d.f_id.get(ident, []),
+                               attributes=inv, gender_attr=d.gattr, rules=d.rules,
+                               phrases=d.phrases, drop_rate=float(d.c["drop_rate"]), rng=rng)
+        rows.append(_row(variant, "identity", ident, ident, text, f))
+    return rows
+
+
+def _row(variant: str, level: str, key: str, identity: str, text: str,
+         f: Mapping[str, Any]) -> dict[str, Any]:
+    """One descriptions.parquet row."""
+    return {"variant": variant, "level": level, "key": key, "identity": identity,
+            "description": text, "attributes": ", ".join(f["present"]),
+            "gender": f["gender"] or "", "features": ", ".join(f["features"])}
+
+
+def _evaluate(d: _Describer, variant: str, vp: pd.DataFrame, use: Sequence[str],
+              facts: Sequence[dict[str, Any]], caps: Sequence[str], gonly: Sequence[str],
+              parse_ok: int) -> list[dict[str, Any]]:
+    """The rater-free evaluation rows: round trip, caption verification AUC (against
+    gender-only and constant captions) and caption-to-image retrieval top-1/top-10."""
+    n_pairs = int(d.c["n_pairs"])
+    ids_s = pd.Series(d.identity)
+    ver = caption_verification(pd.Series(caps), ids_s, d.seed, n_pairs)
+    ver_g = caption_verification(pd.Series(gonly), ids_s, d.seed, n_pairs)
+    ver_c = caption_verification(pd.Series(["A person."] * len(caps)), ids_s, d.seed, n_pairs)
+    ret = retrieval(facts, vp[use] if use else pd.DataFrame(index=vp.index),
+                    [set(d.f_img.get(x, [])) for x in d.table["image_id"]], d.identity,
+                    d.gattr, int(d.c["gallery_size"]), d.seed)
+    return [
+        {"variant": variant, "metric": "round_trip_exact", "value": parse_ok / max(len(caps), 1),
+         "baseline": np.nan, "status": "ok"},
+        {"variant": variant, "metric": "verification_auc", "value": ver["auc"],
+         "baseline": np.nan, "status": ver["status"]},
+        {"variant": variant, "metric": "verification_auc_gender_only",
+         "value": ver_g["auc"], "baseline": np.nan, "status": ver_g["status"]},
+        {"variant": variant, "metric": "verification_auc_constant", "value": ver_c["auc"],
+         "baseline": np.nan, "status": ver_c["status"]},
+        {"variant": variant, "metric": "retrieval_top1", "value": ret["top1"],
+         "baseline": ret.get("chance_top1", np.nan), "status": ret["status"]},
+        {"variant": variant, "metric": "retrieval_top10", "value": ret["top10"],
+         "baseline": ret.get("chance_top10", np.nan), "status": ret["status"]},
+    ]

@@ -197,62 +197,23 @@ def run_features_merge(shards: Sequence[str | os.PathLike], attributes: str | os
                        protected: Mapping[str, Any] | None = None,
                        provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Per-image and per-identity features, reliability and prominent-label rates."""
-    from facecast.fairness.groups import image_labels, parse_specs
-
     c = merged_cfg(cfg)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     prov = dict(provenance or {}) | {"stage": "features_merge"}
-    img = pd.concat([read_parquet(p) for p in shards], ignore_index=True)
-    attrs = read_parquet(attributes)
-    attrs["image_id"] = attrs["image_id"].astype(str)
-    meta = attrs.set_index("image_id")[["identity", "split"]]
-    img = img.join(meta, on="image_id")
-    ok = img["status"] == "ok"
-    img["frontal"] = ok & (img["pose_yaw"].abs() <= float(c["max_yaw"])) & \
-        (img["pose_pitch"].abs() <= float(c["max_pitch"]))
-    img.loc[ok & ~img["frontal"], "status"] = "non_frontal"
+    img, attrs = _frontal_images(shards, attributes, c)
     ref = str(c["reference"])
     if ref not in ("all", "train", "test"):
         raise ValueError(f"features.reference must be all, train or test, got {ref!r}")
     use = img[img["frontal"]]
-    names = [m for m in MEASURES]
-    ident_rows, rel_rows = [], []
     ref_ids = set(use["identity"]) if ref == "all" else set(use.loc[use["split"] == ref,
                                                                     "identity"])
     if not ref_ids:
         reason = f"n/a (the reference population {ref!r} has no near-frontal face)"
         log.warning("features: %s; every output says so", reason)
         return _write_empty(out, img, reason, prov)
-    for m in names:
-        col = f"m_{m}"
-        sh = shrink(use[col].to_numpy(), use["identity"].to_numpy())
-        sh = sh[sh["n"] >= int(c["min_images"])]
-        sh = sh.rename(columns={"group": "identity"})
-        sh["measure"] = m
-        ident_rows.append(sh)
-        icc, k = icc1(use[col].to_numpy(), use["identity"].to_numpy())
-        rel_rows.append({"measure": m, "icc": icc, "n_identities": k,
-                         "description": MEASURES[m],
-                         "status": "ok" if np.isfinite(icc) else
-                         f"n/a ({k} identities with >= 2 frontal images)"})
-    long = pd.concat(ident_rows, ignore_index=True)
-    ident = long.pivot(index="identity", columns="measure", values="estimate")
-    ident_n = long.groupby("identity")["n"].max()
-    ref_table = ident.loc[ident.index.isin(ref_ids)]
-    n_ref = len(ref_table)
-    id_out = pd.DataFrame({"identity": ident.index, "n_frontal": ident_n.reindex(ident.index)
-                           .to_numpy()})
-    img_pct = pd.DataFrame(index=img.index)
-    for m in names:
-        refv = ref_table[m].to_numpy()
-        mu, sd = float(np.nanmean(refv)), float(np.nanstd(refv, ddof=1)) if n_ref > 1 else np.nan
-        id_out[f"s_{m}"] = ident[m].to_numpy()
-        id_out[f"p_{m}"] = percentile_of(ident[m].to_numpy(), refv)
-        id_out[f"z_{m}"] = (ident[m].to_numpy() - mu) / sd if sd and sd > 0 else np.nan
-        v = img[f"m_{m}"].where(img["frontal"]).to_numpy(dtype=float)
-        img_pct[f"p_{m}"] = percentile_of(v, refv)
-        img[f"z_{m}"] = (v - mu) / sd if sd and sd > 0 else np.nan
+    long, reliability = _identity_estimates(use, c)
+    id_out, img_pct, n_ref = _against_reference(long, ref_ids, img)
     id_out["prominent"] = [", ".join(x) for x in prominent_labels(
         id_out, float(c["low"]), float(c["high"]))]
     id_out["reference"] = f"{ref} ({n_ref} identities)"
@@ -260,26 +221,7 @@ def run_features_merge(shards: Sequence[str | os.PathLike], attributes: str | os
     img["prominent"] = [", ".join(x) for x in prominent_labels(img_pct, float(c["low"]),
                                                                 float(c["high"]))]
     img["reference"] = f"{ref} ({n_ref} identities)"
-    reliability = pd.DataFrame(rel_rows)
-    # firing rate of each prominent phrase per fairness group (identity level)
-    specs = [s for s in parse_specs(protected or {}) if s.column in attrs.columns]
-    rates = []
-    if specs:
-        g = image_labels(attrs, specs, [], sync="majority")
-        g_id = g.groupby("identity").first()
-        for s in [*[sp.name for sp in specs], "group"]:
-            col = g_id[s].reindex(id_out["identity"]).to_numpy(dtype=object)
-            for name in sorted({x for x in col if x is not None}):
-                sel = col == name
-                phrases = id_out.loc[sel, "prominent"]
-                for lo_w, hi_w in PROMINENT_WORDS.values():
-                    for w in (lo_w, hi_w):
-                        fired = phrases.map(lambda t, w=w: w in t.split(", "))
-                        rates.append({"grouping": s, "group": name, "label": w,
-                                      "n_identities": int(sel.sum()),
-                                      "rate": float(fired.mean()) if sel.any() else np.nan})
-    rates_df = pd.DataFrame(rates, columns=["grouping", "group", "label", "n_identities",
-                                            "rate"])
+    rates_df = _prominent_rates(attrs, id_out, protected)
     img_out = img.drop(columns=["split"])
     write_parquet(img_out, out / "images.parquet", provenance=prov | {"reference": ref})
     write_parquet(id_out, out / "identities.parquet", provenance=prov | {"reference": ref})
@@ -298,6 +240,93 @@ def run_features_merge(shards: Sequence[str | os.PathLike], attributes: str | os
              int(img["frontal"].sum()), len(id_out), ref, n_ref)
     return {"n_images": len(img), "n_frontal": int(img["frontal"].sum()),
             "n_identities": len(id_out)}
+
+
+def _frontal_images(shards: Sequence[str | os.PathLike], attributes: str | os.PathLike,
+                    c: Mapping[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every shard row with its identity and split (from the attribute table, also
+    returned) and ``frontal`` (status ok, |yaw| <= ``max_yaw``, |pitch| <= ``max_pitch``);
+    ok rows that are not frontal get status ``non_frontal``."""
+    img = pd.concat([read_parquet(p) for p in shards], ignore_index=True)
+    attrs = read_parquet(attributes)
+    attrs["image_id"] = attrs["image_id"].astype(str)
+    meta = attrs.set_index("image_id")[["identity", "split"]]
+    img = img.join(meta, on="image_id")
+    ok = img["status"] == "ok"
+    img["frontal"] = ok & (img["pose_yaw"].abs() <= float(c["max_yaw"])) & \
+        (img["pose_pitch"].abs() <= float(c["max_pitch"]))
+    img.loc[ok & ~img["frontal"], "status"] = "non_frontal"
+    return img, attrs
+
+
+def _identity_estimates(use: pd.DataFrame, c: Mapping[str, Any]
+                        ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per measure, each identity's shrinkage estimate (:func:`shrink`; identities with at
+    least ``min_images`` frontal images; long form) and the measure's ICC(1) reliability."""
+    ident_rows, rel_rows = [], []
+    for m in MEASURES:
+        col = f"m_{m}"
+        sh = shrink(use[col].to_numpy(), use["identity"].to_numpy())
+        sh = sh[sh["n"] >= int(c["min_images"])]
+        sh = sh.rename(columns={"group": "identity"})
+        sh["measure"] = m
+        ident_rows.append(sh)
+        icc, k = icc1(use[col].to_numpy(), use["identity"].to_numpy())
+        rel_rows.append({"measure": m, "icc": icc, "n_identities": k,
+                         "description": MEASURES[m],
+                         "status": "ok" if np.isfinite(icc) else
+                         f"n/a ({k} identities with >= 2 frontal images)"})
+    return pd.concat(ident_rows, ignore_index=True), pd.DataFrame(rel_rows)
+
+
+def _against_reference(long: pd.DataFrame, ref_ids: set[str], img: pd.DataFrame
+                       ) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """Identity estimates (``s_``) with percentiles (``p_``) and z-scores (``z_``) against
+    the reference identities; image percentiles (frontal images; returned) and z-scores
+    (added to ``img`` in place). Returns the identity table, the image percentiles and the
+    number of reference identities."""
+    ident = long.pivot(index="identity", columns="measure", values="estimate")
+    ident_n = long.groupby("identity")["n"].max()
+    ref_table = ident.loc[ident.index.isin(ref_ids)]
+    n_ref = len(ref_table)
+    id_out = pd.DataFrame({"identity": ident.index, "n_frontal": ident_n.reindex(ident.index)
+                           .to_numpy()})
+    img_pct = pd.DataFrame(index=img.index)
+    for m in MEASURES:
+        refv = ref_table[m].to_numpy()
+        mu, sd = float(np.nanmean(refv)), float(np.nanstd(refv, ddof=1)) if n_ref > 1 else np.nan
+        id_out[f"s_{m}"] = ident[m].to_numpy()
+        id_out[f"p_{m}"] = percentile_of(ident[m].to_numpy(), refv)
+        id_out[f"z_{m}"] = (ident[m].to_numpy() - mu) / sd if sd and sd > 0 else np.nan
+        v = img[f"m_{m}"].where(img["frontal"]).to_numpy(dtype=float)
+        img_pct[f"p_{m}"] = percentile_of(v, refv)
+        img[f"z_{m}"] = (v - mu) / sd if sd and sd > 0 else np.nan
+    return id_out, img_pct, n_ref
+
+
+def _prominent_rates(attrs: pd.DataFrame, id_out: pd.DataFrame,
+                     protected: Mapping[str, Any] | None) -> pd.DataFrame:
+    """Firing rate of each prominent phrase per fairness group (identity level; every
+    ``fairness.protected`` grouping the table has, and their combination)."""
+    from facecast.fairness.groups import image_labels, parse_specs
+
+    specs = [s for s in parse_specs(protected or {}) if s.column in attrs.columns]
+    rates = []
+    if specs:
+        g = image_labels(attrs, specs, [], sync="majority")
+        g_id = g.groupby("identity").first()
+        for s in [*[sp.name for sp in specs], "group"]:
+            col = g_id[s].reindex(id_out["identity"]).to_numpy(dtype=object)
+            for name in sorted({x for x in col if x is not None}):
+                sel = col == name
+                phrases = id_out.loc[sel, "prominent"]
+                for lo_w, hi_w in PROMINENT_WORDS.values():
+                    for w in (lo_w, hi_w):
+                        fired = phrases.map(lambda t, w=w: w in t.split(", "))
+                        rates.append({"grouping": s, "group": name, "label": w,
+                                      "n_identities": int(sel.sum()),
+                                      "rate": float(fired.mean()) if sel.any() else np.nan})
+    return pd.DataFrame(rates, columns=["grouping", "group", "label", "n_identities", "rate"])
 
 
 def _write_empty(out: Path, img: pd.DataFrame, reason: str,

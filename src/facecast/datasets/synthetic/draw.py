@@ -3,8 +3,9 @@ background and skin textures, and the face-frame canvas that features are painte
 
 Everything works in face units (u right, v down; the face half-width is 1) on numpy pixel
 grids; :class:`Canvas` maps face units to pixels (scale, shift, roll) and
-:class:`Region` is the pixel window of one feature. :mod:`facecast.datasets.synthetic.render`
-paints the face with these.
+:class:`Region` is the pixel window of one feature. The layers of
+:mod:`facecast.datasets.synthetic.layers` paint the face with these, in the order
+:mod:`facecast.datasets.synthetic.render` calls them.
 """
 
 from __future__ import annotations
