@@ -3,14 +3,16 @@
 Writes a synthetic attribute array in CAST's format (``attrArr.npy`` N x K float32,
 ``paths.npy`` fixed-width unicode ``<identity folder>/<k>.jpg``, ``columns.csv``, a
 boolean exclusion mask of the first 28 % of identities, as WebFace12M in WebFace42M) to
-``--dir``, then, each in its own process (so peak RSS is its own):
+``--dir``, then, each in its own process (so peak RSS is its own; processes are
+spawned, never forked: a fork after threads can deadlock):
 
 1. facecast: the eleven CC11 benchmarks of ``config/cast11.yaml`` translated to CAST tuples
    (``rank`` fractions -> percents), cut from the mapped arrays
    (:func:`facecast.analysis.cast_filters.select_from_arrays`) and written as
    ``subset.parquet`` + ``description.txt`` each, as ``snakemake --cores 2`` runs the
-   one-thread ``cast_benchmark_subset`` jobs: ``--workers`` at a time; prints the time per
-   benchmark, the wall time and the peak RSS (per job, and for the jobs at once);
+   ``cast_benchmark_subset`` jobs: ``--workers`` at a time, ``--job-threads`` threads each
+   (default 1, the rule's); prints the time per benchmark, the wall time and the peak RSS
+   (per job, and for the jobs at once);
 2. CAST's way, re-implemented from its ``filter.py``: ``np.load`` both arrays whole, one
    full ``argsort`` per rank tuple, masks multiplied, ``paths[mask]`` (``--skip-cast``
    leaves it out); prints its time and peak RSS and the ratio;
@@ -130,22 +132,20 @@ def peak_rss_gb() -> float:
     return max(own, kids) / 1024 ** 2
 
 
-def one_benchmark(args: tuple) -> tuple[str, float, int, float]:
+def one_benchmark(args: tuple) -> tuple[str, float, int, float, float]:
     """One cast_benchmark_subset job: filters from the mapped arrays, subset + description."""
-    from facecast.analysis.cast_filters import (
-        parse_cast_filters,
-        select_from_arrays,
-        write_array_subset,
-    )
+    from facecast.analysis.cast_filters import select_from_arrays, write_array_subset
+    from facecast.analysis.cast_tuples import parse_cast_filters
     from facecast.datasets.cast_arrays import open_cast_arrays
 
-    spec, name, ts, out, ties = args
+    spec, name, ts, out, ties, threads = args
     t, c = time.perf_counter(), cpu_s()
     arrays = open_cast_arrays(spec)
     pool = ~arrays.exclude_mask()
     filters = parse_cast_filters(ts, name, ties)
     values: dict = {}
-    mask, report = select_from_arrays(arrays, spec["attributes"], filters, pool, values=values)
+    mask, report = select_from_arrays(arrays, spec["attributes"], filters, pool,
+                                      workers=threads, values=values)
     d = Path(out) / "benchmarks" / name
     d.mkdir(parents=True, exist_ok=True)
     write_array_subset(arrays, spec["attributes"], spec["paths"], mask, filters, report,
@@ -153,14 +153,29 @@ def one_benchmark(args: tuple) -> tuple[str, float, int, float]:
     return name, time.perf_counter() - t, int(mask.sum()), peak_rss_gb(), cpu_s() - c
 
 
+def _import_facecast() -> None:
+    """Pool initializer: import what a job imports, before the clock starts."""
+    import facecast.analysis.cast_filters  # noqa: F401
+    import facecast.datasets.cast_arrays  # noqa: F401
+
+
+def _ready(_: int) -> int:
+    """A started (and initialised) worker's pid."""
+    time.sleep(0.05)
+    return os.getpid()
+
+
 def run_facecast(spec: dict, tuples: dict, out: Path, workers: int, ties: str,
-                 q: mp.Queue) -> None:
-    """The eleven benchmarks as Snakemake runs them with --cores ``workers``: one-thread
-    jobs side by side (a pool of ``workers`` processes)."""
-    t0 = time.perf_counter()
-    jobs = [(spec, name, ts, str(out), ties) for name, ts in tuples.items()]
+                 threads: int, q: mp.Queue) -> None:
+    """The eleven benchmarks as Snakemake runs them with --cores ``workers``: jobs of
+    ``threads`` threads side by side (a pool of ``workers`` spawned processes, started and
+    initialised before the clock starts)."""
+    jobs = [(spec, name, ts, str(out), ties, threads) for name, ts in tuples.items()]
     jobs.sort(key=lambda j: -len(j[2]))        # longest first, as a scheduler would like
-    with mp.get_context("fork").Pool(workers) as pool:
+    with mp.get_context("spawn").Pool(workers, initializer=_import_facecast) as pool:
+        while len(set(pool.map(_ready, range(2 * workers), chunksize=1))) < workers:
+            pass
+        t0 = time.perf_counter()
         results = pool.map(one_benchmark, jobs, chunksize=1)
     times = {name: (secs, size, cpu) for name, secs, size, _, cpu in results}
     # peak RSS: the largest job, times the jobs that run at once (an upper bound)
@@ -193,8 +208,10 @@ def run_cast(spec: dict, tuples: dict, q: mp.Queue) -> None:
 
 
 def in_child(target, *args) -> dict:
-    q: mp.Queue = mp.get_context("fork").Queue()
-    p = mp.get_context("fork").Process(target=target, args=(*args, q))
+    """``target(*args, queue)`` in a spawned process (its own peak RSS); what it put."""
+    ctx = mp.get_context("spawn")
+    q: mp.Queue = ctx.Queue()
+    p = ctx.Process(target=target, args=(*args, q))
     p.start()
     res = q.get()
     p.join()
@@ -227,6 +244,8 @@ def main() -> None:
     ap.add_argument("--full", action="store_true", help="42,000,000 rows")
     ap.add_argument("--dir", default="/tmp/facecast_cast_arrays_bench")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--job-threads", type=int, default=1,
+                    help="threads per job (select_from_arrays workers; the rule's: 1)")
     ap.add_argument("--skip-cast", action="store_true", help="do not time CAST's way")
     ap.add_argument("--ties", choices=["argsort", "row_order"], default="argsort",
                     help="benchmarks.<bench>.cast_ties of the facecast run")
@@ -246,9 +265,10 @@ def main() -> None:
     spec = write_arrays(base / "arrays", n, columns)
     print(f"arrays: {n:,} x {len(columns)} float32 + paths in {base / 'arrays'} "
           f"({time.perf_counter() - t:.1f} s to write or reuse)")
-    fc = in_child(run_facecast, spec, tuples, base / "out", args.workers, args.ties)
-    print(f"\nfacecast, mapped arrays, cast_ties {args.ties}, {args.workers} one-thread jobs "
-          "side by side:")
+    fc = in_child(run_facecast, spec, tuples, base / "out", args.workers, args.ties,
+                  args.job_threads)
+    print(f"\nfacecast, mapped arrays, cast_ties {args.ties}, {args.workers} jobs of "
+          f"{args.job_threads} thread(s) side by side:")
     for name, (secs, size, cpu) in fc["times"].items():
         print(f"  {name:20s} {secs:7.2f} s wall {cpu:7.2f} s CPU  {size:>12,} images")
     print(f"  {'total':20s} {fc['total']:7.2f} s wall {fc['cpu']:7.2f} s CPU (idle "

@@ -14,13 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, run_snakemake
 
-from facecast.analysis.cast_filters import (
-    build_array_subset,
-    parse_cast_filters,
-    read_columns,
-    select_from_arrays,
-)
+from facecast.analysis.cast_filters import build_array_subset, read_columns, select_from_arrays
 from facecast.analysis.cast_random import cast_random_pairs, identity_runs
+from facecast.analysis.cast_tuples import parse_cast_filters
 from facecast.analysis.filtering import FilterError, cast_rank_select, describe_filters
 from facecast.analysis.mining_config import MiningConfig
 from facecast.attributes.cast_arrays import write_cast_attributes

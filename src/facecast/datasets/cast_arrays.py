@@ -18,7 +18,10 @@ without detecting, embedding or scoring anything.
   ``nan_attribute`` (a NaN or infinite cell; the message names the columns);
   ``no_path`` (empty path); ``outside_root`` (absolute path or a ``..`` component);
   ``no_identity`` (a path without a folder); ``duplicate`` (the path was listed before;
-  the first listing stays ``ok``). Bad rows are kept, never dropped.
+  the first listing stays ``ok``). Bad rows are kept, never dropped. A
+  ``nan_attribute`` row enters benchmarks as CAST's code lets it (each filter decides on
+  its own column) unless ``benchmarks.<bench>.cast_nan: drop``
+  (:mod:`facecast.analysis.cast_filters`).
 * Whole-file problems (shape mismatch, non-numeric attributes, paths that are not
   strings, a mask of the wrong shape or dtype, a ``columns.csv`` of the wrong length,
   duplicate column names) raise :class:`~facecast.datasets.manifest.DatasetError`; the
@@ -47,6 +50,9 @@ ARRAY_KEYS = {"attributes": "attribute array (attrArr.npy)",
 #: row status codes (uint8) and their names, in code order
 STATUSES = ("ok", "nan_attribute", "no_path", "outside_root", "no_identity", "duplicate")
 OK, NAN, NO_PATH, OUTSIDE, NO_IDENTITY, DUPLICATE = range(len(STATUSES))
+#: the status of a row with a NaN or infinite cell (``benchmarks.<bench>.cast_nan``
+#: decides whether it may enter a benchmark)
+NAN_STATUS = STATUSES[NAN]
 #: rows processed per block when scanning the arrays
 CHUNK_ROWS = 1 << 20
 
@@ -64,15 +70,6 @@ class CastArrays:
     def n_rows(self) -> int:
         """N, the number of images."""
         return int(self.paths.shape[0])
-
-    def column(self, name: str) -> np.ndarray:
-        """Column ``name`` of the attribute array (a strided view of the mapped file)."""
-        try:
-            j = self.columns.index(name)
-        except ValueError:
-            raise DatasetError(f"no attribute column {name!r}; columns.csv names "
-                               f"{self.columns}") from None
-        return self.attributes[:, j]
 
     def exclude_mask(self) -> np.ndarray:
         """The exclusion mask as a bool array (all False without ``exclude_mask``)."""
@@ -324,9 +321,3 @@ def read_spans(path: str | os.PathLike, rows: np.ndarray, block: int
                 raise DatasetError(f"{path}: file ends before row {first + count - 1}")
             yield span.view(dtype).reshape(count, *shape[1:]), rows[i:j] - first
             i = j
-
-
-def iter_blocks(n: int, size: int) -> Iterator[tuple[int, int]]:
-    """``(lo, hi)`` row blocks of at most ``size`` rows covering ``0 .. n``."""
-    for lo in range(0, n, max(1, size)):
-        yield lo, min(n, lo + size)
