@@ -12,7 +12,12 @@ import pytest
 
 from facecast.datasets.lfw import read_lfw_pairs
 from facecast.datasets.manifest import DatasetError
-from facecast.evaluate.metrics import roc_points, verification_metrics
+from facecast.evaluate.metrics import (
+    default_folds,
+    far_resolvable,
+    roc_points,
+    verification_metrics,
+)
 from facecast.evaluate.protocols import (
     import_protocol,
     read_cast_lists,
@@ -23,7 +28,7 @@ from facecast.evaluate.summary import write_summary
 from facecast.evaluate.targets import job_config
 from facecast.fairness.simulate import simulate
 from facecast.fairness.stage import run_fairness
-from facecast.fairness.threshold import fmr_resolvable, group_rates, thresholds_at_fmr
+from facecast.fairness.threshold import group_rates, thresholds_at_fmr
 from facecast.io.parquet_io import read_parquet, read_provenance, write_parquet
 from facecast.report.html_tables import markdown_html, write_tsv_html
 
@@ -122,7 +127,7 @@ def test_one_file_cast_list_gets_interleaved_folds_and_right_std(tmp_path):
     assert row["folds"] == note and row["n_folds"] == 10
     scored = read_parquet(tmp_path / "eval/m/c.parquet")
     used = scored[scored.fold != "val"]
-    blocks = verification_metrics(used.score, used.label)  # consecutive blocks (the old way)
+    blocks = verification_metrics(used.score, used.label, default_folds(len(used)))  # old way
     assert blocks["accuracy_std"] > 0.08      # one-class blocks, hard identities together
     assert row["accuracy_std"] < 0.04
     assert row["accuracy"] > blocks["accuracy"] + 0.01
@@ -249,7 +254,7 @@ def test_fairness_report_marks_unresolvable_fmr_targets(tmp_path, caplog):
     line = [ln for ln in report.splitlines() if ln.startswith("| fmr=0.01 |")][0]
     assert "n/a" not in line
     assert note in (tmp_path / "out/report.html").read_text()
-    assert fmr_resolvable(1000, 1e-3) and not fmr_resolvable(999, 1e-3)
+    assert far_resolvable(1000, 1e-3) and not far_resolvable(999, 1e-3)
 
 
 # -- item 10: one threshold convention --------------------------------------------------
@@ -262,7 +267,7 @@ def test_threshold_copied_between_evaluate_and_fairness_gives_same_decisions():
     group = np.array(["g"] * 3000, dtype=object)
     imp = scores[labels == 0]
     far, tar, thr = roc_points(scores, labels)
-    m = verification_metrics(scores, labels, fars=[1e-2, 1e-3])
+    m = verification_metrics(scores, labels, default_folds(len(scores)), fars=[1e-2, 1e-3])
     for key in ("1e-2", "1e-3"):
         t = m[f"threshold@far={key}"]   # evaluate -> fairness
         r = group_rates(scores, labels, group, [t]).iloc[0]

@@ -100,7 +100,7 @@ def test_tar_at_far_matches_sklearn_curve_on_large_sample():
     n_imp = 20_000
     scores = np.r_[rng.normal(0.6, 0.1, 2000), rng.normal(0.0, 0.1, n_imp)]
     labels = np.r_[np.ones(2000, int), np.zeros(n_imp, int)]
-    m = verification_metrics(scores, labels, fars=(1e-3,))
+    m = verification_metrics(scores, labels, default_folds(len(scores)), fars=(1e-3,))
     sk_far, sk_tar, _ = roc_curve(labels, scores)
     assert m["tar@far=1e-3"] == pytest.approx(sk_tar[sk_far <= 1e-3].max())
     assert m["far_reached@far=1e-3"] <= 1e-3

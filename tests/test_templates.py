@@ -32,9 +32,19 @@ from facecast.templates.verify import (
 
 
 def _insightface_readout(scores, labels, fars):
-    """ijb_11.py: fpr, tpr from sklearn's roc_curve; tpr at argmin |fpr - far|."""
-    fpr, tpr, _ = roc_curve(labels, scores)
-    return [float(tpr[np.argmin(np.abs(fpr - x))]) for x in fars]
+    """insightface recognition/_evaluation_/ijb/ijb_11.py, its own lines (the ROC flip
+    included), with ``label``/``scores[method]``/``x_labels`` bound to the arguments and
+    the row's ``'%.2f' % (tpr[min_index] * 100)`` kept as the raw ``tpr[min_index]``."""
+    label, x_labels = labels, fars
+    fpr, tpr, _ = roc_curve(label, scores)
+    fpr = np.flipud(fpr)
+    tpr = np.flipud(tpr)  # select largest tpr at same fpr
+    tpr_fpr_row = []
+    for fpr_iter in np.arange(len(x_labels)):
+        _, min_index = min(
+            list(zip(abs(fpr - x_labels[fpr_iter]), range(len(fpr)))))  # noqa: B905 - the reference's own line
+        tpr_fpr_row.append(tpr[min_index])
+    return [float(v) for v in tpr_fpr_row]
 
 
 def test_release_reader_reads_lines_and_names_file_and_line_of_errors(tmp_path):
@@ -133,15 +143,57 @@ def test_tar_table_equals_the_sklearn_readout_of_insightface():
     assert tab["tar"].tolist() == _insightface_readout(scores, labels, INSIGHTFACE_FARS)
     assert tab["resolvable"].tolist() == [False, True, True, True, True, True]
     assert tab["text"].iat[0] == "n/a (200000 impostors)"
-    # a tiny protocol: insightface's nearest point can be FAR 0; at_or_below reads 0.8
+    # a tiny protocol: the ROC point nearest FAR 0.1 is a tie between FAR 0 and FAR 0.2;
+    # insightface's flip takes the later one, the top of the step at FAR 0.2: TAR 1.0
     s, y = np.r_[0.95, 0.94, 0.93, 0.92, np.linspace(0.9, 0.5, 40)], np.r_[[1] * 4, [0] * 40]
     s, y = np.r_[s, 0.86], np.r_[y, 1]
     s[4:12] = np.linspace(0.91, 0.87, 8)  # 8 impostors above the fifth genuine pair
-    assert tar_table(s, y, [0.1])["tar"].item() == _insightface_readout(s, y, [0.1])[0] == 0.0
+    row = tar_table(s, y, [0.1]).iloc[0]
+    assert row["tar"] == _insightface_readout(s, y, [0.1])[0] == 1.0
+    assert row["far_reached"] == 0.2
     best = tar_table(s, y, [0.1], readout="at_or_below").iloc[0]
     assert best["tar"] == 0.8 and best["far_reached"] <= 0.1
     x, t = thin_roc(insightface_roc(s, y))  # the plot starts with the TAR at FAR 0
     assert x[0] == 1e-6 and t[0] == 0.8 and t[-1] == 1.0
+
+
+def test_perfect_separation_reads_tar_one_at_every_far():
+    """The issue's case: a model that separates the template pairs perfectly. The
+    reference reads TAR 1.0 at every FAR (the top of the ROC's vertical step at FAR 0);
+    taking the bottom of the step wrote 0.0."""
+    rng = np.random.default_rng(0)
+    for n_gen, n_imp in ((3, 5), (40, 400), (500, 20_000)):
+        y = np.r_[np.ones(n_gen, int), np.zeros(n_imp, int)]
+        s = np.r_[rng.uniform(0.6, 0.9, n_gen), rng.uniform(-0.2, 0.5, n_imp)]
+        ref = _insightface_readout(s, y, INSIGHTFACE_FARS)
+        assert ref == [1.0] * 6
+        assert tar_table(s, y)["tar"].tolist() == ref
+
+
+@pytest.mark.parametrize("case", range(60))
+def test_readout_equals_the_reference_lines_on_hostile_rocs(case):
+    """Vertical steps (tied genuine scores), ties across labels, float32 scores, values
+    equidistant from a FAR, tiny protocols: the literal reference read-out every time."""
+    rng = np.random.default_rng(case)
+    n_gen = int(rng.integers(1, 30))
+    n_imp = int(rng.choice([1, 2, 3, 7, 10, 20, 100, 1000, 5000]))
+    y = np.r_[np.ones(n_gen, int), np.zeros(n_imp, int)]
+    levels = int(rng.integers(2, 12))           # few distinct values: ties everywhere
+    s = rng.integers(0, levels, len(y)) + 0.7 * y * rng.integers(0, 3)
+    if case % 3 == 0:
+        s = (s / levels).astype(np.float32)      # float32 scores, as ijb_11.py's np.sum
+    fars = [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 0.2, 0.25, 0.5, 1 / 3]
+    assert tar_table(s, y, fars)["tar"].tolist() == _insightface_readout(s, y, fars)
+
+
+def test_roc_equals_sklearn_on_hostile_scores():
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        y = (rng.random(300) < 0.3).astype(int)
+        s = rng.integers(0, 6, 300).astype(np.float32) / 5
+        fpr, tpr, _ = roc_curve(y, s)
+        far, tar, _ = insightface_roc(s, y)
+        assert far.tolist() == fpr.tolist() and tar.tolist() == tpr.tolist()
 
 
 def test_subject_ranks_and_1n_table():
@@ -174,10 +226,15 @@ def test_subject_ranks_and_1n_table():
     assert g1.loc[("y", "rank_1"), "n_probes"] == 2 and g1.loc[("y", "rank_1"), "value"] == 1.0
 
 
-def test_nearest_index_equals_argmin_with_repeats():
+def test_nearest_index_is_the_flipped_argmin_with_repeats():
+    """The last of equally near points: ``len - 1 - argmin`` over the flipped array."""
     fpr = np.array([0.0, 0.0, 0.1, 0.1, 0.1, 0.3, 0.5, 0.5, 1.0])
+    flipped = np.flipud(fpr)
     for far in (0.0, 0.05, 0.1, 0.2, 0.4, 0.45, 0.75, 1.0, 2.0, -1.0):
-        assert nearest_index(fpr, far) == int(np.argmin(np.abs(fpr - far))), far
+        expected = len(fpr) - 1 - int(np.argmin(np.abs(flipped - far)))
+        assert nearest_index(fpr, far) == expected, far
+    tie = np.array([0.0, 0.25, 0.25, 0.75, 0.75, 1.0])
+    assert nearest_index(tie, 0.5) == 4  # 0.25 and 0.75 equally near: the top of 0.75
 
 
 def test_template_groups_mean_and_majority_then_rates_per_group():

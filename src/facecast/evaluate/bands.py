@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from facecast.evaluate.metrics import far_resolvable
 from facecast.evaluate.resample import identity_weights
 
 
@@ -105,7 +106,7 @@ def roc_band_table(scores: np.ndarray, labels: np.ndarray, identity_a: np.ndarra
         "far": np.asarray(fars, dtype=np.float64), "tar": point, "tar_lo": lo, "tar_hi": hi,
         "frr": 1 - point, "frr_lo": 1 - hi, "frr_hi": 1 - lo, "n_impostor": n_imp,
         "n_genuine": int(y.sum()),
-        "resolvable": n_imp * np.asarray(fars, dtype=np.float64) >= 1.0,
+        "resolvable": far_resolvable(n_imp, np.asarray(fars, dtype=np.float64)),
         "n_boot": n_boot})
 
 

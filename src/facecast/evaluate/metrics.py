@@ -21,10 +21,13 @@ the same decisions. (The 10-fold accuracy alone follows insightface literally on
 * :func:`equal_error_rate` interpolates linearly where FAR and FRR cross.
 * :func:`tar_at_far` reports the best TAR among thresholds whose FAR does not exceed the
   target, with the FAR actually reached and the number of impostors behind it.
+* :func:`far_resolvable` is the one rule of every stage for "can this protocol measure
+  that FAR": at least ``1 / FAR`` impostor pairs (:func:`min_impostors`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,7 +73,9 @@ def _as_arrays(scores, labels) -> tuple[np.ndarray, np.ndarray]:
 
 
 def default_folds(n: int, n_folds: int = 10) -> np.ndarray:
-    """Fold labels ``'0'..'n_folds-1'`` in contiguous blocks, like ``KFold(shuffle=False)``."""
+    """Fold labels ``'0'..'n_folds-1'`` in contiguous blocks, like ``KFold(shuffle=False)``:
+    the folds insightface's ``verification.py`` cuts a ``.bin`` protocol into (they become
+    that protocol's own folds; :mod:`facecast.evaluate.folds` keeps them)."""
     idx = np.zeros(n, dtype=np.int64)
     bounds = np.full(n_folds, n // n_folds)
     bounds[: n % n_folds] += 1
@@ -173,6 +178,44 @@ def equal_error_rate(far: np.ndarray, tar: np.ndarray, thr: np.ndarray) -> tuple
     return float(eer), float(t0 + w * (thr[i] - t0))
 
 
+def allowed_impostors(impostors: int | np.ndarray, targets: float | Sequence[float]
+                      ) -> np.ndarray:
+    """How many of the highest-scoring impostors a target FAR (FMR) lets through, per
+    target: the one rule behind every threshold at a target rate (TAR@FAR here, the
+    thresholds of :func:`facecast.fairness.threshold.thresholds_at_fmr`, the bootstrap of
+    ``compare``).
+
+    ``impostors``: their number ``n`` (each weighs one: ``floor(target * n)``, capped at
+    ``n``), or the running sum of their weights in descending score order (a resample's
+    multiplicities): the largest ``k`` with ``cum[k - 1] <= target * total``. Both with a
+    1e-9 tolerance on the product, so a target of exactly ``k / n`` allows ``k``.
+    """
+    t = np.atleast_1d(np.asarray(targets, dtype=np.float64))
+    if np.ndim(impostors) == 0:
+        n = int(impostors)
+        return np.clip(np.floor(t * n + 1e-9), 0, n).astype(np.int64)
+    cum = np.asarray(impostors, dtype=np.float64)
+    total = cum[-1] if cum.size else 0.0
+    return np.searchsorted(cum, t * total + 1e-9, side="right").astype(np.int64)
+
+
+def min_impostors(far: float) -> int:
+    """The fewest impostor pairs that can resolve a FAR (or FMR) of ``far``: ``1 / far``
+    (one false accept is then a rate of at most ``far``)."""
+    return int(np.ceil((1.0 - 1e-9) / float(far)))
+
+
+def far_resolvable(n_impostor: int | np.ndarray, far: float | np.ndarray) -> bool | np.ndarray:
+    """Whether ``n_impostor`` impostor pairs can resolve FAR (FMR) ``far``: at least
+    :func:`min_impostors` of them (``n * far >= 1``). Below that, the only rate at or
+    below the target is 0 and tables print ``n/a (N impostors)``. A NaN ``far`` (a fixed
+    threshold, not a target rate) counts as resolvable. The one rule of every stage."""
+    n = np.asarray(n_impostor, dtype=np.float64)
+    t = np.asarray(far, dtype=np.float64)
+    out = np.isnan(t) | (n * np.nan_to_num(t) >= 1.0 - 1e-9)
+    return bool(out) if out.ndim == 0 else out
+
+
 def tar_at_far(far: np.ndarray, tar: np.ndarray, thr: np.ndarray, target: float,
                n_impostors: int) -> dict[str, float | int | bool]:
     """Best TAR with FAR <= ``target``; also the FAR reached and the impostors behind it.
@@ -182,7 +225,8 @@ def tar_at_far(far: np.ndarray, tar: np.ndarray, thr: np.ndarray, target: float,
     ``n/a (N impostors)`` (:func:`facecast.evaluate.summary.summary_markdown`). The
     ``threshold`` accepts iff ``score >= threshold`` and reaches ``far_reached <= target``.
     """
-    ok = np.flatnonzero(far <= target + 1e-15)
+    allowed = int(allowed_impostors(int(n_impostors), target)[0])
+    ok = np.flatnonzero(np.rint(far * n_impostors) <= allowed)
     i = int(ok[-1])  # FAR is non-decreasing along the curve; TAR too
     return {
         "tar": float(tar[i]),
@@ -190,7 +234,7 @@ def tar_at_far(far: np.ndarray, tar: np.ndarray, thr: np.ndarray, target: float,
         "threshold": float(thr[i]),
         "n_false_accepts": int(round(far[i] * n_impostors)),
         "n_impostors": int(n_impostors),
-        "resolvable": bool(n_impostors * target >= 1.0 - 1e-9),
+        "resolvable": bool(far_resolvable(n_impostors, target)),
     }
 
 
@@ -201,18 +245,20 @@ def det_points(far: np.ndarray, tar: np.ndarray, clip: float = 1e-6
     return (ndtri(np.clip(far, clip, 1 - clip)), ndtri(np.clip(frr, clip, 1 - clip)))
 
 
-def verification_metrics(scores, labels, folds=None, *, fars=(1e-3, 1e-4),
-                         thresholds: str | np.ndarray = "insightface",
-                         n_folds: int = 10) -> dict[str, float | int | bool | str]:
+def verification_metrics(scores, labels, folds, *, fars=(1e-3, 1e-4),
+                         thresholds: str | np.ndarray = "insightface"
+                         ) -> dict[str, float | int | bool | str]:
     """All headline figures for one scored protocol as a flat dict (one table row).
 
-    ``folds`` None splits the pairs into ``n_folds`` contiguous blocks (insightface's
-    ``KFold(shuffle=False)``).
+    ``folds``: each pair's fold (from :func:`facecast.evaluate.folds.evaluation_folds`,
+    the one fold rule). Fewer than two folds among the pairs: accuracy NaN.
     """
     s, y = _as_arrays(scores, labels)
-    if folds is None:
-        folds = default_folds(len(s), n_folds)
-    acc = kfold_accuracy(s, y, folds, thresholds)
+    folds = np.asarray(folds).astype(str)
+    if len(np.unique(folds)) >= 2:
+        acc = kfold_accuracy(s, y, folds, thresholds)
+    else:
+        acc = KFoldAccuracy(sorted(set(folds.tolist())), np.full(0, np.nan), np.full(0, np.nan))
     far, tar, thr = roc_points(s, y)
     eer, eer_t = equal_error_rate(far, tar, thr)
     n_imp = int((y == 0).sum())
@@ -223,7 +269,8 @@ def verification_metrics(scores, labels, folds=None, *, fars=(1e-3, 1e-4),
         "n_folds": len(acc.folds),
         "accuracy": acc.mean,
         "accuracy_std": acc.std,
-        "threshold_cosine_mean": float(np.mean(acc.cosine_thresholds)),
+        "threshold_cosine_mean": (float(np.mean(acc.cosine_thresholds))
+                                  if len(acc.thresholds) else float("nan")),
         "auc": auc_score(s, y),
         "eer": eer,
         "eer_threshold": eer_t,

@@ -17,11 +17,11 @@ Metrics use the pairs with status ``ok`` in the protocol's test folds (every fol
 ``val`` unless ``include_val``); the others are counted (``n_skipped``), never dropped from
 the scores file.
 
-Folds: the protocol's own folds when it has two or more test folds; else (a one-file
-protocol that was not imported through :func:`facecast.evaluate.protocols.import_protocol`)
-``n_folds`` folds stratified by label and identity, seeded by ``seed``
-(:func:`facecast.evaluate.protocols.stratified_folds`), never consecutive blocks. The
-metrics row says how (``folds``).
+Folds: facecast's one fold rule (:func:`facecast.evaluate.folds.evaluation_folds`): the
+protocol's own folds when it has two or more test folds; else ``n_folds`` folds stratified
+by label and identity over every test pair of the protocol, seeded by ``seed``, never
+consecutive blocks. The metrics row says how (``folds``); the scores file keeps each pair's
+fold (``eval_fold``, ``""`` outside the test), so ``compare`` and ``slices`` use the same.
 
 TAR@FAR: a target FAR below ``1 / n_impostors`` cannot be resolved by the protocol (the
 only FAR at or below it is 0); the row keeps the figure with ``resolvable@far=..`` False,
@@ -45,21 +45,16 @@ import pandas as pd
 from facecast.embed.read import load_embeddings
 from facecast.evaluate.bin_protocol import import_cc11_blocks
 from facecast.evaluate.bin_suite import write_bin_suite, write_cc11_table
-from facecast.evaluate.metrics import roc_points, verification_metrics
+from facecast.evaluate.folds import EVAL_FOLD, accuracy_test_mask, evaluation_folds
+from facecast.evaluate.metrics import min_impostors, roc_points, verification_metrics
 from facecast.evaluate.plots import plot_det, plot_roc
-from facecast.evaluate.protocols import (
-    HELD_OUT_FOLDS,
-    fold_range,
-    import_protocol,
-    load_protocol,
-    stratified_folds,
-)
+from facecast.evaluate.protocols import import_protocol, load_protocol
 from facecast.evaluate.scoring import score_pairs
 from facecast.evaluate.summary import write_summary
 from facecast.io.parquet_io import read_provenance, write_parquet
 from facecast.report.html_tables import write_tsv_html
 
-__all__ = ["EVALUATE_DEFAULTS", "evaluate_benchmark", "evaluation_outputs", "fold_plan",
+__all__ = ["EVALUATE_DEFAULTS", "evaluate_benchmark", "evaluation_outputs",
            "import_cc11_blocks", "import_protocol", "write_bin_suite", "write_cc11_table",
            "write_pair_stats_html", "write_summary"]
 
@@ -68,22 +63,6 @@ log = logging.getLogger(__name__)
 EVALUATE_DEFAULTS: dict[str, Any] = {"fars": [1e-3, 1e-4], "thresholds": "insightface",
                                      "include_val": False, "n_folds": 10, "plots": True,
                                      "seed": 0}
-
-def fold_plan(used: pd.DataFrame, note: str | None, *, n_folds: int, seed: int
-              ) -> tuple[np.ndarray, str]:
-    """Fold labels for the scored pairs ``used`` and a note saying how they were formed."""
-    folds = used["fold"].astype(str)
-    names = sorted(folds.unique().tolist(), key=lambda f: (not f.isdigit(), len(f), f))
-    if len(names) >= 2:
-        return folds.to_numpy(), note or f"from the protocol's folds {fold_range(names)}"
-    ident = used["identity_a"].astype(str).to_numpy() if "identity_a" in used else None
-    if ident is not None and not (ident != "").any():
-        ident = None
-    new = stratified_folds(used["label"].to_numpy(), ident, n_folds, seed)
-    by = "label and identity" if ident is not None else "label"
-    return new, (f"stratified by {by} over the protocol's single fold "
-                 f"({names[0] if names else '-'}), {n_folds} folds, seed {seed}")
-
 
 def evaluation_outputs(out_dir: str | os.PathLike) -> dict[str, Path]:
     """The per-(model, benchmark) files written beside the scores Parquet."""
@@ -102,13 +81,17 @@ def evaluate_benchmark(protocol_path: str | os.PathLike, embed_paths: Iterable[s
     wanted = pd.unique(pd.concat([pairs["image_a"], pairs["image_b"]]).astype(str))
     ids, emb = load_embeddings(embed_paths, wanted)
     scored = score_pairs(pairs, ids, emb)
+    folds, fold_note = evaluation_folds(scored, n_folds=int(cfg["n_folds"]),
+                                        seed=int(cfg["seed"]),
+                                        include_val=bool(cfg["include_val"]),
+                                        note=read_provenance(protocol_path).get("folds"))
+    scored[EVAL_FOLD] = folds
     prov = dict(provenance or {})
     prov.update({"stage": "evaluate", "model": model, "benchmark": benchmark,
-                 "protocol": str(protocol_path)})
+                 "protocol": str(protocol_path), "folds": fold_note})
     write_parquet(scored, scores_path, provenance=prov)
 
-    in_test = np.ones(len(scored), bool) if cfg["include_val"] else \
-        ~scored["fold"].astype(str).isin(HELD_OUT_FOLDS).to_numpy()
+    in_test = accuracy_test_mask(scored, bool(cfg["include_val"]))
     ok = in_test & (scored["status"] == "ok").to_numpy()
     used = scored[ok]
     row: dict[str, Any] = {"model": model, "benchmark": benchmark,
@@ -120,18 +103,16 @@ def evaluate_benchmark(protocol_path: str | os.PathLike, embed_paths: Iterable[s
     outs["metrics"].parent.mkdir(parents=True, exist_ok=True)
     labels = used["label"].to_numpy()
     if len(used) and 0 < labels.sum() < len(labels):
-        folds, row["folds"] = fold_plan(used, read_provenance(protocol_path).get("folds"),
-                                        n_folds=int(cfg["n_folds"]), seed=int(cfg["seed"]))
-        row.update(verification_metrics(used["score"].to_numpy(), labels, folds,
-                                        fars=cfg["fars"], thresholds=cfg["thresholds"],
-                                        n_folds=int(cfg["n_folds"])))
+        row["folds"] = fold_note
+        row.update(verification_metrics(used["score"].to_numpy(), labels, folds[ok],
+                                        fars=cfg["fars"], thresholds=cfg["thresholds"]))
         far, tar, thr = roc_points(used["score"].to_numpy(), labels)
         for key in [k for k in row if k.startswith("resolvable@far=")]:
             if not row[key]:
                 log.warning("%s/%s: TAR@FAR=%s needs at least %d impostor pairs, the protocol "
                             "has %d; the figure is flagged unresolvable (%s False) and shown "
                             "as n/a", model, benchmark, key.split("=", 1)[1],
-                            int(np.ceil(1.0 / float(key.split("=", 1)[1]) - 1e-9)),
+                            min_impostors(float(key.split("=", 1)[1])),
                             row["n_impostor"], key)
     else:
         log.warning("%s/%s: no scorable genuine and impostor pairs; metrics are NaN",

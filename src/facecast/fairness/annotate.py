@@ -68,8 +68,9 @@ def attribute_names(fairness_cfg: Mapping[str, Any]) -> list[str]:
 
 
 def valid_pairs(ann: pd.DataFrame) -> pd.DataFrame:
-    """Pairs with a finite score and a 0/1 label (the others keep their status upstream)."""
-    ok = ~ann["status"].isin(["bad_score", "bad_label"]).to_numpy()
+    """Pairs with a finite score and a 0/1 label inside evaluate's test (the others, held-out
+    ``val`` pairs included, keep their status upstream)."""
+    ok = ~ann["status"].isin(["bad_score", "bad_label", "held_out"]).to_numpy()
     out = ann.loc[ok].reset_index(drop=True)
     out["label"] = out["label"].astype(int)
     return out

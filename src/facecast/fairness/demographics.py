@@ -32,6 +32,7 @@ import pandas as pd
 from scipy.special import ndtri
 
 from facecast.evaluate.bands import group_rate_band_table, roc_band_table
+from facecast.evaluate.metrics import far_resolvable
 from facecast.fairness.annotate import (
     attribute_names,
     labelled_pairs,
@@ -47,7 +48,7 @@ from facecast.fairness.group_thresholds import (
     plot_deviation,
     threshold_at_fmr,
 )
-from facecast.fairness.threshold import fmr_resolvable, unresolved_note
+from facecast.fairness.threshold import unresolved_note
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet
 from facecast.report.figures import pyplot, save_figure
@@ -71,8 +72,8 @@ def global_thresholds(scores: np.ndarray, labels: np.ndarray, targets: list[floa
         rows.append({"name": f"fmr={t:g}", "target_fmr": t, "threshold": thr,
                      "n_impostor": int(imp.size),
                      "false_matches": int((imp >= thr).sum()) if imp.size else 0,
-                     "resolvable": bool(fmr_resolvable(imp.size, t)),
-                     "text": f"{thr:.4g}" if fmr_resolvable(imp.size, t)
+                     "resolvable": bool(far_resolvable(imp.size, t)),
+                     "text": f"{thr:.4g}" if far_resolvable(imp.size, t)
                      else unresolved_note(imp.size)})
     return pd.DataFrame(rows)
 

@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 
 from facecast.evaluate.bands import percentile_band, replicate_weights
-from facecast.fairness.threshold import fmr_resolvable, thresholds_at_fmr
+from facecast.evaluate.metrics import far_resolvable
+from facecast.fairness.threshold import thresholds_at_fmr
 from facecast.report.figures import pyplot, save_figure
 
 
@@ -102,7 +103,7 @@ def group_threshold_table(scores: np.ndarray, labels: np.ndarray, group: np.ndar
             n_imp, n_gen = int((~my).sum()), int(my.sum())
             t_grp = threshold_at_fmr(ms[~my], target)
             row = {"target_fmr": float(target), "group": name, "n_impostor": n_imp,
-                   "n_genuine": n_gen, "resolvable": bool(fmr_resolvable(n_imp, target)),
+                   "n_genuine": n_gen, "resolvable": bool(far_resolvable(n_imp, target)),
                    "global_threshold": t_glob, "group_threshold": t_grp}
             for key, t in (("global", t_glob), ("group", t_grp)):
                 fm, ni, ta, ng = _rates(ms, my, np.ones((1, len(ms))), np.array([t]))

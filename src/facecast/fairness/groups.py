@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from facecast.analysis.template_level import majority
+from facecast.evaluate.folds import EVAL_FOLD
 
 MIXED = "mixed"
 
@@ -44,6 +45,8 @@ STATUS_MESSAGES = {
     "missing_legitimate": "a legitimate attribute value is missing",
     "bad_score": "score is missing or not finite",
     "bad_label": "label is not 0 or 1",
+    "held_out": "outside evaluate's test (a held-out fold such as val): counted nowhere, "
+                "as evaluate counts it nowhere",
 }
 
 
@@ -226,7 +229,8 @@ def annotate_pairs(pairs: pd.DataFrame, labels: pd.DataFrame,
     ``message``, ``in_cells`` (the pair enters the per-group, per-combination cells) and
     ``in_reference`` (the pair counts among "all positives/negatives" and in accuracy).
     ``mixed_pairs='reference'`` keeps mixed pairs in the reference sets; ``'exclude'``
-    drops them from everything. Pairs with a bad score or label are in nothing.
+    drops them from everything. Pairs with a bad score or label, and pairs outside
+    evaluate's test (``eval_fold`` ``""``: a held-out ``val`` fold), are in nothing.
     """
     if mixed_pairs not in ("reference", "exclude"):
         raise ValueError(f"mixed_pairs must be 'reference' or 'exclude', got {mixed_pairs!r}")
@@ -285,9 +289,11 @@ def annotate_pairs(pairs: pd.DataFrame, labels: pd.DataFrame,
     status[~(known_a & known_b)] = "missing_image"
     status[~np.isin(label, (0.0, 1.0))] = "bad_label"
     status[~np.isfinite(score)] = "bad_score"
+    if EVAL_FOLD in out.columns:  # evaluate's pairs only (facecast.evaluate.folds)
+        status[out[EVAL_FOLD].astype(str).to_numpy() == ""] = "held_out"
     out["status"] = status
     out["message"] = [STATUS_MESSAGES[s] for s in status]
-    valid = ~np.isin(status, ("bad_score", "bad_label"))
+    valid = ~np.isin(status, ("bad_score", "bad_label", "held_out"))
     in_ref = valid.copy()
     if mixed_pairs == "exclude":
         in_ref &= status != "mixed"

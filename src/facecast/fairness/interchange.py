@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from facecast.evaluate.folds import EVAL_FOLD
 from facecast.io.atomic import write_text
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,11 @@ def write_interchange(pairs: pd.DataFrame, predictions: str | os.PathLike,
     """Write scored pairs as challenge CSVs (predictions, and the pair file with labels).
 
     Scores are written with full float precision (``repr``), so import(export(x)) == x.
+    Pairs outside evaluate's test (``eval_fold`` ``""``: a held-out ``val`` fold) are not
+    written: the files carry the pairs every facecast figure of the protocol counts.
     """
+    if EVAL_FOLD in pairs.columns:
+        pairs = pairs[pairs[EVAL_FOLD].astype(str).to_numpy() != ""]
     Path(predictions).parent.mkdir(parents=True, exist_ok=True)
     pred = pd.DataFrame({ID1: pairs["image_a"].astype(str).to_numpy(),
                          ID2: pairs["image_b"].astype(str).to_numpy(),

@@ -8,7 +8,8 @@ FMR never exceeds the target (with ties it may be below it), and a threshold cop
 from ``evaluate`` gives the same decisions.
 
 Resolvability: a target FMR below ``1 / n_impostors`` cannot be resolved by the protocol
-(the only reachable FMR at or below it is 0); :func:`fmr_resolvable` flags it, and the
+(the only reachable FMR at or below it is 0);
+:func:`facecast.evaluate.metrics.far_resolvable` (the one rule of every stage) flags it, and the
 report prints such figures as ``n/a (N impostors)`` (:func:`unresolved_note`).
 
 Per protected group g (pairs whose two images share group g): FMR_g over the group's
@@ -36,35 +37,35 @@ import numpy as np
 import pandas as pd
 from scipy.special import betaincinv, ndtri
 
+from facecast.evaluate.metrics import allowed_impostors
 from facecast.fairness.bias import codes_of
+
+
+def threshold_at(sorted_desc: np.ndarray, allowed: int) -> float:
+    """The threshold that accepts the ``allowed`` highest of the descending impostor scores
+    ``sorted_desc``: just above the next one (``nextafter``); all allowed: the lowest."""
+    n = sorted_desc.shape[0]
+    return float(np.nextafter(sorted_desc[allowed], np.inf) if allowed < n
+                 else sorted_desc[-1])
 
 
 def thresholds_at_fmr(impostor_scores: np.ndarray, targets: Sequence[float]) -> np.ndarray:
     """Lowest thresholds t with #{impostor >= t}/#impostors <= target, one per target.
 
-    Accept iff ``score >= t``. With ``k = floor(target * n)`` impostors allowed, t is just
-    above the (k+1)-th highest impostor score (``nextafter`` towards +inf); a target that
-    allows every impostor gives the lowest impostor score. No impostors: NaN.
+    Accept iff ``score >= t``. With ``k = floor(target * n)`` impostors allowed
+    (:func:`allowed_impostors`), t is just above the (k+1)-th highest impostor score
+    (``nextafter`` towards +inf); a target that allows every impostor gives the lowest
+    impostor score (:func:`threshold_at`). No impostors: NaN. The one rule of every stage.
     """
     s = np.sort(np.asarray(impostor_scores, dtype=np.float64))[::-1]
     n = s.shape[0]
     out = np.full(len(targets), np.nan)
     if n == 0:
         return out
-    for i, target in enumerate(targets):
-        k = int(np.floor(float(target) * n + 1e-9))  # impostors allowed at or above t
-        out[i] = np.nextafter(s[k], np.inf) if k < n else s[-1]
+    ks = allowed_impostors(n, targets)
+    for i, k in enumerate(ks):
+        out[i] = threshold_at(s, int(k))
     return out
-
-
-def fmr_resolvable(n_impostor: int | np.ndarray, target: float | np.ndarray
-                   ) -> bool | np.ndarray:
-    """Whether ``n_impostor`` impostor pairs can resolve FMR ``target``
-    (``n_impostor * target >= 1``). A NaN target (a fixed threshold) counts as resolvable."""
-    n = np.asarray(n_impostor, dtype=np.float64)
-    t = np.asarray(target, dtype=np.float64)
-    out = np.isnan(t) | (n * np.nan_to_num(t) >= 1.0 - 1e-9)
-    return bool(out) if out.ndim == 0 else out
 
 
 def unresolved_note(n_impostor: int) -> str:

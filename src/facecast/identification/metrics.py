@@ -18,8 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from facecast.evaluate.metrics import far_resolvable
 from facecast.fairness.group_thresholds import threshold_at_fmr
-from facecast.fairness.threshold import fmr_resolvable
 
 
 def cmc(mate_rank: np.ndarray, ranks: Sequence[int]) -> np.ndarray:
@@ -62,7 +62,7 @@ def fnir_at_fpir(mate_rank: np.ndarray, mate_score: np.ndarray, top1_nonmated: n
     rows = []
     for target in targets:
         t = threshold_at_fmr(nm, target)
-        ok = bool(fmr_resolvable(nm.size, target))
+        ok = bool(far_resolvable(nm.size, target))
         f = fnir(mate_rank, mate_score, rank, t)
         rows.append({"target_fpir": float(target), "threshold": t, "fpir": fpir(nm, t),
                      "fnir": f, "rank": int(rank), "n_mated": n_mated,

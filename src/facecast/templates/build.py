@@ -23,7 +23,7 @@ TEMPLATE_DEFAULTS: dict[str, Any] = {
     "norm_score": True, "detector_score": True, "media_pooling": True,
     "fars": [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1], "block_templates": 1024,
     "precision": "float64", "readout": "insightface", "ranks": [1, 5, 10],
-    "fpir_targets": [0.01, 0.1],
+    "fpir_targets": [0.01, 0.1], "failed": "nonmatch",
 }
 
 

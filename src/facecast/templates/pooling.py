@@ -44,9 +44,8 @@ def image_features(raw: np.ndarray, faceness: np.ndarray, *, norm_score: bool = 
     """The per-image features that are pooled (float32): ``raw`` as is (``norm_score``)
     or L2-normalised per row, then times ``faceness`` when ``detector_score``."""
     x = np.asarray(raw, np.float32)
-    if not norm_score:
-        n = np.sqrt((x.astype(np.float64) ** 2).sum(1, keepdims=True))
-        x = np.divide(x, n, out=np.zeros_like(x), where=n > 0).astype(np.float32)
+    if not norm_score:  # norms in float64, the result rounded to float32
+        x = l2_normalise(x.astype(np.float64)).astype(np.float32)
     if detector_score:
         x = x * np.asarray(faceness, np.float32)[:, None]
     return x

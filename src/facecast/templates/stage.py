@@ -37,7 +37,13 @@ from facecast.templates.build import build_templates, settings
 from facecast.templates.groups import template_group_rates, template_groups
 from facecast.templates.identify import identification_table
 from facecast.templates.scoring import score_pairs
-from facecast.templates.verify import insightface_roc, tar_table, thin_roc
+from facecast.templates.verify import (
+    decision_scores,
+    failure_to_template,
+    insightface_roc,
+    tar_table,
+    thin_roc,
+)
 
 log = logging.getLogger("facecast.templates")
 
@@ -112,7 +118,7 @@ def run_templates(root: str | os.PathLike, variant: str,
     prov = {**dict(provenance or {}), "stage": "templates", "model": model,
             "variant": variant, "flip": flip,
             **{k: cfg[k] for k in ("norm_score", "detector_score", "media_pooling",
-                                   "precision", "readout")}}
+                                   "precision", "readout", "failed")}}
     t0 = time.perf_counter()
     members = read_members(root, variant)
     ids, raw = load_embeddings(embed_paths, members["image_id"].unique(), raw=True)
@@ -136,22 +142,31 @@ def run_templates(root: str | os.PathLike, variant: str,
     scores, status = score_template_pairs(pairs, pooled.template_ids, pooled.features, cfg)
     log.info("scored %d template pairs in %.1f s", len(pairs), time.perf_counter() - t1)
     n_unscored = int((status != 0).sum())
+    ftt = failure_to_template(table["status"])
     if n_unscored:
-        log.warning("%d template pairs name a template without features: kept in "
-                    "pairs.parquet with status no_features, left out of the TAR table",
-                    n_unscored)
+        log.warning("%d template pairs name a template without features (%d of %d templates "
+                    "failed: FTT %.4f): kept in pairs.parquet with status no_features; %s",
+                    n_unscored, ftt["n_failed_templates"], ftt["n_templates"],
+                    ftt["ftt_rate"],
+                    "counted as non-matches in the TAR table (templates.failed: nonmatch)"
+                    if cfg["failed"] == "nonmatch" else
+                    "left out of the TAR table (templates.failed: drop): TAR is measured on "
+                    "the scored pairs only")
     write_parquet(pa.table({
         "template_a": pairs["template_a"].to_numpy(), "template_b": pairs["template_b"].to_numpy(),
         "label": pairs["label"].to_numpy(), "score": scores,
         "status": pa.DictionaryArray.from_arrays(pa.array(status), pa.array(PAIR_STATUSES)),
     }), out / "pairs.parquet", provenance=prov)
-    ok = status == 0
-    labels = pairs["label"].to_numpy()[ok]
+    used, labels = decision_scores(scores, status == 0, pairs["label"].to_numpy(),
+                                   cfg["failed"])
     both = bool(0 < labels.sum() < len(labels))
-    roc = insightface_roc(scores[ok], labels) if both else None
-    tab = tar_table(scores[ok], labels, cfg["fars"], roc=roc, readout=cfg["readout"])
+    roc = insightface_roc(used, labels) if both else None
+    tab = tar_table(used, labels, cfg["fars"], roc=roc, readout=cfg["readout"])
     tab.insert(0, "model", model)
     tab["n_unscored"] = n_unscored
+    tab["failed"] = cfg["failed"]
+    for key, value in ftt.items():
+        tab[key] = value
     for r in tab.itertuples(index=False):
         if not r.resolvable:
             log.warning("TAR at FAR %g is not resolvable: %d impostor pairs < 1/FAR",
@@ -215,7 +230,7 @@ def run_template_groups(root: str | os.PathLike, variant: str, pairs_path: str |
     groups = template_groups(members, read_parquet(attributes_path), protected)
     pairs = read_parquet(pairs_path, columns=["template_a", "template_b", "label", "score",
                                               "status"])
-    rates = template_group_rates(pairs, groups, cfg["fars"])
+    rates = template_group_rates(pairs, groups, cfg["fars"], failed=cfg["failed"])
     rates.insert(0, "model", model)
     prov = {**dict(provenance or {}), "stage": "templates", "model": model,
             "protected": dict(protected), "template_attributes": "mean (binned), majority"}
@@ -242,7 +257,8 @@ def summarise_templates(tables: Sequence[str | os.PathLike], csv_path: str | os.
     wide = long.pivot(index="model", columns="far", values="text")
     wide.columns = [f"TAR@FAR={f:g}" for f in wide.columns]
     wide = wide.reset_index()
-    counts = long.groupby("model")[["n_genuine", "n_impostor", "n_unscored"]].first()
+    extra = [c for c in ("failed", "ftt_rate") if c in long.columns]
+    counts = long.groupby("model")[["n_genuine", "n_impostor", "n_unscored", *extra]].first()
     wide = wide.merge(counts.reset_index(), on="model")
     write_text(csv_path, wide.to_csv(index=False))
     body = [frame_html(wide, caption=f"{title}: 1:1 verification, TAR at FAR (insightface "

@@ -1,25 +1,30 @@
 """TAR at FAR of template pairs read off the ROC the way insightface's ``ijb_11.py`` does.
 
 The reference computes ``fpr, tpr, _ = sklearn.metrics.roc_curve(label, score)`` (with
-sklearn's default ``drop_intermediate=True``) and, for each FAR ``x`` of
-``1e-6 ... 1e-1``, reports ``tpr[argmin(|fpr - x|)]``: the ROC point whose FAR is nearest
-to ``x`` (it may lie above ``x``). :func:`insightface_roc` rebuilds exactly that curve
-from :func:`facecast.evaluate.metrics.roc_points` (every distinct score) and
-:func:`tar_table` reads it out the same way, adding what the reference leaves unsaid:
-the FAR actually reached, the threshold, the pair counts and ``resolvable`` - false when
-there are fewer than ``1 / FAR`` impostor pairs, so that no fraction of one impostor is
-passed off as a measured rate.
+sklearn's default ``drop_intermediate=True``), flips both arrays (``np.flipud``, "select
+largest tpr at same fpr") and, for each FAR ``x`` of ``1e-6 ... 1e-1``, reports
+``tpr[min_index]`` with ``_, min_index = min(zip(abs(fpr - x), range(len(fpr))))``: the
+ROC point whose FAR is nearest to ``x`` (it may lie above ``x``), and - because of the
+flip - of equally near points the LAST one in ROC order: the top of a vertical ROC step,
+or the higher FAR of two points equally far from ``x`` on either side. So a model that
+separates genuine and impostor pairs perfectly reads TAR 1.0 at every FAR.
+:func:`insightface_roc` rebuilds exactly that curve from
+:func:`facecast.evaluate.metrics.roc_points` (every distinct score) and :func:`tar_table`
+reads it out the same way (:func:`nearest_index`), adding what the reference leaves
+unsaid: the FAR actually reached, the threshold, the pair counts and ``resolvable`` -
+false when there are fewer than ``1 / FAR`` impostor pairs
+(:func:`facecast.evaluate.metrics.far_resolvable`), so that no fraction of one impostor
+is passed off as a measured rate.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-from facecast.evaluate.metrics import roc_points
+from facecast.evaluate.metrics import far_resolvable, roc_points
 from facecast.evaluate.metrics import tar_at_far as tar_at_or_below
 
 #: how a TAR is read off the ROC: insightface's nearest point, or facecast's evaluate rule
@@ -27,6 +32,37 @@ READOUTS = ("insightface", "at_or_below")
 
 #: the FARs of insightface's IJB table
 INSIGHTFACE_FARS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
+
+#: how a pair naming a template without features counts (``templates.failed``)
+FAILED_POLICIES = ("nonmatch", "drop")
+
+
+def decision_scores(scores: np.ndarray, ok: np.ndarray, labels: np.ndarray,
+                    failed: str = "nonmatch") -> tuple[np.ndarray, np.ndarray]:
+    """(scores, labels) of the pairs the TAR table counts, by ``templates.failed``.
+
+    ``nonmatch`` (NIST FRTE's convention for a failure to template): every pair, a pair
+    that could not be scored (``ok`` False) at a score below every real one, so it is
+    rejected at every threshold - a false non-match when genuine, a correct reject when
+    impostor. ``drop``: the scored pairs only. The two agree when every pair is scored.
+    """
+    if failed not in FAILED_POLICIES:
+        raise ValueError(f"templates.failed must be one of {FAILED_POLICIES}, got {failed!r}")
+    scores = np.asarray(scores, np.float64)
+    ok = np.asarray(ok, bool)
+    if failed == "drop" or ok.all():
+        return scores[ok], np.asarray(labels)[ok]
+    floor = min(-2.0, float(scores[ok].min()) - 1.0) if ok.any() else -2.0
+    return np.where(ok, scores, floor), np.asarray(labels)
+
+
+def failure_to_template(status: pd.Series) -> dict[str, float | int]:
+    """``n_templates``, ``n_failed_templates`` (no image with a feature) and ``ftt_rate``
+    of a templates table's ``status`` column."""
+    n = int(len(status))
+    bad = int((status.astype(str) != "ok").sum())
+    return {"n_templates": n, "n_failed_templates": bad,
+            "ftt_rate": bad / n if n else float("nan")}
 
 
 def insightface_roc(scores: np.ndarray, labels: np.ndarray
@@ -48,21 +84,18 @@ def insightface_roc(scores: np.ndarray, labels: np.ndarray
     return (np.r_[0.0, fps / n_neg], np.r_[0.0, tps / n_pos], np.r_[np.inf, t])
 
 
-def resolvable(n_impostor: int, far: float) -> bool:
-    """Whether ``n_impostor`` pairs can measure a FAR of ``far`` (at least 1/FAR of them)."""
-    return n_impostor >= math.ceil(1.0 / far - 1e-9)
-
-
 def nearest_index(fpr: np.ndarray, far: float) -> int:
-    """``int(np.argmin(np.abs(fpr - far)))`` for a non-decreasing ``fpr``, in O(log n):
-    the nearest point, the first of equal ones."""
+    """The index insightface's read-out takes on a non-decreasing ``fpr``, in O(log n):
+    the point nearest ``far`` (``|fpr - far|`` in float64, as the reference computes it),
+    of equally near points the last one (the reference flips the ROC, then takes the
+    first: the top of a vertical step, the higher of two FARs equally near)."""
     i = int(np.searchsorted(fpr, far, side="left"))
     cands = []
     if i > 0:
-        cands.append(int(np.searchsorted(fpr, fpr[i - 1], side="left")))
+        cands.append(i - 1)  # the last point below far
     if i < len(fpr):
-        cands.append(i)
-    return min(cands, key=lambda j: (abs(fpr[j] - far), j))
+        cands.append(int(np.searchsorted(fpr, fpr[i], side="right")) - 1)  # last at fpr[i]
+    return min(cands, key=lambda j: (abs(fpr[j] - far), -j))
 
 
 def tar_table(scores: np.ndarray, labels: np.ndarray,
@@ -88,7 +121,7 @@ def tar_table(scores: np.ndarray, labels: np.ndarray,
     elif n_gen and n_imp and roc is None:
         roc = insightface_roc(np.asarray(scores, np.float64), y)
     for far in fars:
-        ok = bool(n_gen and n_imp and resolvable(n_imp, far))
+        ok = bool(n_gen and n_imp and far_resolvable(n_imp, far))
         if n_gen and n_imp:
             fpr, tpr, thr = roc
             if readout == "insightface":

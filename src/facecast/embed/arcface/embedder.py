@@ -41,10 +41,11 @@ class ArcfaceTorchEmbedder(Embedder):
     thread_safe = True  # forward passes of the eval model may run in parallel threads
 
     def __init__(self, name: str, weights: str, arch: str = "auto", flip: bool = False,
-                 inference: str = "auto", device: torch.device | None = None,
-                 amp: str = "none") -> None:
+                 inference: str = "auto", heads: int | None = None,
+                 device: torch.device | None = None, amp: str = "none") -> None:
         super().__init__(name, device, amp)
-        model, self.arch = load_backbone(weights, arch, model_name=name)
+        model, self.arch = load_backbone(weights, arch, model_name=name,
+                                         heads=None if heads is None else int(heads))
         model = model.to(self.device)
         self.dim = int(model.num_features)
         self.inference_option = str(inference)

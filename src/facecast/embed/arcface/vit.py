@@ -26,6 +26,17 @@ evaluation forward sees every token. Stochastic depth and activation checkpointi
 implemented: the model is built for inference. Under autocast the projections and the MLP
 run in reduced precision while the attention weights and the softmax, the final norm and
 the ``feature`` head run in fp32, as in arcface_torch's forward.
+
+One difference on purpose: arcface_torch FORCES autocast on around ``qkv``, ``proj`` and
+the MLP block (``torch.cuda.amp.autocast(True)`` inside ``Attention.forward`` and
+``Block.forward``), so on CUDA its "fp32" forward runs those layers in fp16 whatever the
+caller asks. facecast follows the caller (``embed.amp``): with ``amp: none`` on a GPU it
+computes them in fp32, so its features differ slightly from the reference's GPU features
+(``amp: fp16`` reproduces the reference's precision); on CPU both run fp32 and agree.
+
+The number of attention heads is not stored in a state dict. The zoo archs have 8; a ViT
+whose dims match none of them loads only with ``heads`` named
+(:func:`facecast.embed.arcface.weights.load_backbone`), never with a guess.
 """
 
 from __future__ import annotations

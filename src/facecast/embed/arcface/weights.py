@@ -22,7 +22,7 @@ from torch import nn
 
 from facecast.embed.arcface.iresnet import IRESNET_LAYERS, build_iresnet
 from facecast.embed.arcface.mobilefacenet import MBF_CONFIGS, build_mobilefacenet
-from facecast.embed.arcface.vit import VIT_CONFIGS, build_vit
+from facecast.embed.arcface.vit import VIT_CONFIGS, FaceViT, build_vit
 from facecast.embed.base import missing_weights
 
 #: every arch, by family (arcface_torch's get_model names)
@@ -176,17 +176,63 @@ def check_arch(state: Mapping[str, torch.Tensor], arch: str, source: str = "stat
                             f"{this.describe()}. {hint}")
 
 
+def vit_dims(state: Mapping[str, torch.Tensor]) -> tuple[int, int] | None:
+    """(embed_dim, depth) of a face-ViT state dict, None for other families. The number of
+    attention heads is NOT in a state dict: no tensor's shape depends on it."""
+    proj = state.get(MARKERS["vit"])
+    if proj is None:
+        return None
+    depth = sum(1 for k in state if k.startswith("blocks.") and k.endswith(".norm1.weight"))
+    return int(proj.shape[0]), depth
+
+
+def _custom_vit(state: Mapping[str, torch.Tensor], heads: int | None, source: str
+                ) -> tuple[nn.Module, str]:
+    """A face ViT of the state dict's own dims with ``heads`` heads (named by the user:
+    never guessed)."""
+    dims = vit_dims(state)
+    if dims is None:
+        raise ArchMismatchError(f"{source}: heads applies to ViT backbones only, and this "
+                                "state dict is no arcface_torch ViT")
+    dim, depth = dims
+    if heads is None:
+        raise ArchMismatchError(
+            f"{source}: a ViT of embed_dim {dim} and depth {depth} matches no arcface_torch "
+            f"ViT ({', '.join(VIT_CONFIGS)}); its number of attention heads is not stored "
+            "in a state dict, so facecast will not guess it: set "
+            "embed.models.<name>.heads (the num_heads it was trained with)")
+    if heads < 1 or dim % heads:
+        raise ArchMismatchError(f"{source}: heads {heads} must divide embed_dim {dim}")
+    model = FaceViT(dim, depth, int(heads), num_features=num_features_of(state))
+    return model, f"vit(embed_dim={dim},depth={depth},heads={heads})"
+
+
 def load_backbone(path: str | os.PathLike, arch: str = "auto", model_name: str = "arcface_torch",
-                  map_location: str | torch.device = "cpu") -> tuple[nn.Module, str]:
+                  map_location: str | torch.device = "cpu", heads: int | None = None
+                  ) -> tuple[nn.Module, str]:
     """Load a ``backbone.pth`` into its arch (``auto``: inferred); returns (model in eval
-    mode, arch). The keys load unchanged with ``load_state_dict(strict=True)``."""
+    mode, arch). The keys load unchanged with ``load_state_dict(strict=True)``.
+
+    ``heads`` (ViT only): the attention heads of a ViT that is not one of arcface_torch's
+    (its dims are read from the file); a ViT whose dims match no zoo arch stops with an
+    error naming ``heads`` instead of loading with a guess.
+    """
     state = read_state_dict(path, model_name, map_location)
     source = str(path)
-    if arch == "auto":
-        arch = infer_arch(state, source)
+    zoo_vit = arch == "auto" and any(fit(state, a).errors == 0 for a in VIT_CONFIGS)
+    if vit_dims(state) is not None and arch == "auto" and (heads is not None or not zoo_vit):
+        model, arch = _custom_vit(state, heads, source)
+    elif heads is not None and not (arch in VIT_CONFIGS or zoo_vit):
+        raise ArchMismatchError(f"{source}: heads applies to ViT backbones only")
     else:
-        check_arch(state, arch, source)
-    model = build_backbone(arch, num_features_of(state))
+        if arch == "auto":
+            arch = infer_arch(state, source)
+        else:
+            check_arch(state, arch, source)
+        model = (FaceViT(*VIT_CONFIGS[arch][:2], int(heads),
+                         num_features=num_features_of(state))
+                 if heads is not None and arch in VIT_CONFIGS
+                 else build_backbone(arch, num_features_of(state)))
     for k, v in model.state_dict().items():  # files of old torch versions lack these buffers
         if k.endswith("num_batches_tracked") and k not in state:
             state[k] = torch.zeros_like(v)
