@@ -143,10 +143,17 @@ def test_micro_batches_match_the_whole_batch_and_not_the_threads(mbf, crops):
     assert _cosines(two[:-1], direct).min() >= COS_MIN
 
 
-def test_micro_batches_are_not_used_for_backends_that_are_not_thread_safe(mbf, crops):
+def test_micro_batches_of_backends_that_are_not_thread_safe_run_in_one_thread(mbf, crops):
     from facecast.embed.stage import micro_batch_runner
 
     emb = _embedder(mbf[1], "eager")
     emb.thread_safe = False
+    threads = torch.get_num_threads()
+    with micro_batch_runner(emb, 2, 2) as run:
+        assert torch.get_num_threads() == threads  # no pool: intra-op threads kept
+        got = run(crops[:3])
+    # fixed forward shape (issue 34.3): the odd crop is padded to a micro-batch of 2
+    np.testing.assert_array_equal(got[2], emb.embed(torch.stack([crops[2], crops[2]]))[0])
+    emb.per_crop = True  # a backend computing crop by crop is never padded
     with micro_batch_runner(emb, 2, 2) as run:
         assert run == emb.embed

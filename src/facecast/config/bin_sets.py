@@ -10,18 +10,24 @@ A dataset of kind ``insightface_bin`` is evaluated on its own pairs without an
   consecutive block of equal size, in CAST's order (:data:`CC11_NAMES`, the names of
   config/cast11.yaml), each with 10 consecutive folds inside the block, as CAST's
   ``cc11.py`` evaluates it.
+* ``layout: blocks`` (a facecast ``export.bins`` file, :mod:`facecast.analysis.bins`): one
+  protocol per block named in the ``<stem>.json`` sidecar beside the file (the benchmark
+  the block was exported from), each with 10 consecutive folds inside the block.
 
 An ``evaluate.imports`` entry of format ``insightface_bin`` that names the same file and
 applies to the dataset (its ``datasets`` empty or naming it) replaces the implied protocol
 of a ``pairs`` layout (older configs keep their protocol name); for a ``cc11`` layout the
 eleven blocks stay and the import is one more protocol over the whole file.
 
-Nothing here reads the file: block sizes are checked when the manifest is built
-(:func:`facecast.datasets.insightface_bin.read_insightface_bin`).
+Nothing here reads the ``.bin``: block sizes are checked when the manifest is built
+(:func:`facecast.datasets.insightface_bin.read_insightface_bin`). A ``blocks`` layout's
+names come from its small ``.json`` sidecar (:func:`sidecar_blocks`), read when the config
+is checked and the DAG is built.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,8 +39,11 @@ CC11_NAMES = ("black", "caucasian", "east_asian", "latinx", "middle_eastern", "y
 #: the column names cc11.py prints for them, in the same order
 CC11_LABELS = ("Black", "Caucasian", "E. Asian", "Latinx", "M.E.", "Young", "Female", "Male",
                "G&FH", "L-p2p", "Random")
-#: layout -> number of consecutive equal blocks the pairs split into
-LAYOUT_BLOCKS = {"pairs": 1, "cc11": len(CC11_NAMES)}
+#: layout -> number of consecutive equal blocks the pairs split into (``blocks``: as many
+#: as its sidecar lists, not necessarily equal: :func:`sidecar_blocks`)
+LAYOUT_BLOCKS = {"pairs": 1, "cc11": len(CC11_NAMES), "blocks": 0}
+#: the layouts whose protocols are blocks of the file (one protocol per block)
+BLOCK_LAYOUTS = ("cc11", "blocks")
 #: insightface's verification.py and CAST's cc11.py always use 10 folds
 BIN_FOLDS = 10
 #: protocol names a file stem may not take (other files of results/<ds>/protocols/ and
@@ -63,10 +72,51 @@ def stem_name(spec: Mapping[str, Any]) -> str:
     return Path(str(spec.get("path", ""))).stem
 
 
+def sidecar_path(path: str | Path) -> Path:
+    """The ``.json`` sidecar of a ``.bin`` (``<stem>.json`` beside it)."""
+    p = Path(path)
+    return p.with_name(p.stem + ".json")
+
+
+class SidecarError(ValueError):
+    """A ``layout: blocks`` file's ``.json`` sidecar is missing or does not list blocks."""
+
+
+def sidecar_blocks(path: str | Path) -> list[dict[str, Any]]:
+    """The blocks (``name``, ``first_pair``, ``n_pairs``) a ``.bin``'s ``.json`` sidecar
+    lists, in file order; SidecarError naming the sidecar when it is missing, unreadable,
+    lists no blocks, or names one that cannot be a protocol (or twice)."""
+    side = sidecar_path(path)
+    try:
+        blocks = json.loads(side.read_text())["blocks"]
+        out = [{"name": str(b["name"]), "first_pair": int(b["first_pair"]),
+                "n_pairs": int(b["n_pairs"])} for b in blocks]
+    except FileNotFoundError:
+        raise SidecarError(f"{side} does not exist: layout blocks reads the blocks from the "
+                           ".json facecast's export.bins writes beside the .bin") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SidecarError(f"{side}: not a facecast .bin sidecar with a blocks list "
+                           f"({type(exc).__name__}: {exc})") from None
+    names = [b["name"] for b in out]
+    bad = [n for n in names if not NAME_PATTERN.match(n) or n in RESERVED_NAMES
+           or names.count(n) > 1]
+    if not out or bad:
+        raise SidecarError(f"{side}: " + ("lists no blocks" if not out else
+                           f"block names {sorted(set(bad))} cannot be protocol names (letters, "
+                           f"digits, _ and -, unique, not {', '.join(RESERVED_NAMES)})"))
+    return out
+
+
 def implied_protocols(spec: Mapping[str, Any]) -> list[str]:
-    """Protocol names a dataset block implies ([] unless kind ``insightface_bin``)."""
+    """Protocol names a dataset block implies ([] unless kind ``insightface_bin``; [] for a
+    ``blocks`` layout whose sidecar cannot be read: :func:`bin_spec_errors` says why)."""
     if not is_bin_spec(spec) or not spec.get("path"):
         return []
+    if bin_layout(spec) == "blocks":
+        try:
+            return [b["name"] for b in sidecar_blocks(spec["path"])]
+        except SidecarError:
+            return []
     return list(CC11_NAMES) if bin_layout(spec) == "cc11" else [stem_name(spec)]
 
 
@@ -105,6 +155,8 @@ def all_bin_protocols(config: Mapping[str, Any]) -> list[str]:
 
 def bin_block(spec: Mapping[str, Any], name: str) -> int | None:
     """Block index of protocol ``name`` in the file (None: the whole file)."""
+    if bin_layout(spec) == "blocks":
+        return implied_protocols(spec).index(name)
     return CC11_NAMES.index(name) if bin_layout(spec) == "cc11" else None
 
 
@@ -119,6 +171,11 @@ def bin_spec_errors(ds: str, spec: Mapping[str, Any]) -> list[str]:
                     f"{spec.get('kind')}); the layout says how a verification .bin's pairs "
                     "split into protocols"]
         return []
+    if bin_layout(spec) == "blocks" and spec.get("path"):
+        try:
+            sidecar_blocks(spec["path"])
+        except SidecarError as exc:
+            return [f"{key}.layout: blocks: {exc}"]
     if bin_layout(spec) == "pairs" and spec.get("path"):
         name = stem_name(spec)
         if not NAME_PATTERN.match(name) or name in RESERVED_NAMES:

@@ -10,9 +10,10 @@ to bool and uint8 data, ``_codecs.encode`` for Python 3 protocol-2 ``bytes`` in 
 and ``bytes()`` without arguments for an empty entry) and refuses every other global with
 :class:`UnsafePickleError`. The result is then checked against the layout: a pair of
 (list of encoded images, list of bools), two images per label, else :class:`DatasetError`
-naming the file and what is wrong. The dataset's ``layout`` (``pairs``, or ``cc11``: eleven
-equal consecutive blocks, :mod:`facecast.config.bin_sets`) is checked against the pair count
-when the manifest is built (:func:`check_layout`).
+naming the file and what is wrong. The dataset's ``layout`` (``pairs``; ``cc11``: eleven
+equal consecutive blocks; ``blocks``: the consecutive blocks a facecast ``export.bins``
+file's ``.json`` sidecar lists, :mod:`facecast.config.bin_sets`) is checked against the
+pair count when the manifest is built (:func:`check_layout`, :func:`block_ranges`).
 
 An empty entry is a manifest row with status ``decode_error``; other bytes that do not
 decode as an image get that status from the faces stage. Either way the image's pairs keep
@@ -37,7 +38,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facecast.config.bin_sets import BIN_FOLDS, CC11_NAMES, LAYOUT_BLOCKS
+from facecast.config.bin_sets import (
+    BIN_FOLDS,
+    CC11_NAMES,
+    LAYOUT_BLOCKS,
+    SidecarError,
+    sidecar_blocks,
+)
 from facecast.datasets.manifest import DatasetError
 
 #: numpy dtypes a .bin may carry (bytes of images, bool labels)
@@ -162,6 +169,8 @@ def check_layout(path: str | os.PathLike, n_pairs: int, layout: str = "pairs") -
     if layout not in LAYOUT_BLOCKS:
         raise DatasetError(f"{path}: unknown .bin layout {layout!r} "
                            f"({' | '.join(LAYOUT_BLOCKS)})")
+    if layout == "blocks":
+        return max(n for _, _, n in block_ranges(path, n_pairs, layout))
     blocks = LAYOUT_BLOCKS[layout]
     if blocks == 1:
         return n_pairs
@@ -173,6 +182,34 @@ def check_layout(path: str | os.PathLike, n_pairs: int, layout: str = "pairs") -
             f"count must be a multiple of {unit} (cc11.bin has 110,000 pairs, cc11_val.bin "
             "11,000). Is it a CC11 file? Use layout: pairs for a single benchmark.")
     return n_pairs // blocks
+
+
+def block_ranges(path: str | os.PathLike, n_pairs: int, layout: str = "pairs"
+                 ) -> list[tuple[str, int, int]]:
+    """``(name, first pair, pairs)`` of each block of ``layout``, in file order: the whole
+    file (name ''), CC11's eleven equal blocks (:func:`check_layout`), or the blocks of the
+    ``.json`` sidecar of a ``blocks`` file, which must tile the file's pairs exactly (else
+    DatasetError naming the sidecar and the mismatch)."""
+    if layout == "pairs":
+        return [("", 0, int(n_pairs))]
+    if layout == "cc11":
+        m = check_layout(path, n_pairs, layout)
+        return [(name, k * m, m) for k, name in enumerate(CC11_NAMES)]
+    try:
+        blocks = sidecar_blocks(path)
+    except SidecarError as exc:
+        raise DatasetError(str(exc)) from None
+    start = 0
+    for b in blocks:
+        if b["first_pair"] != start or b["n_pairs"] < 1:
+            raise DatasetError(f"{path}: its sidecar's block {b['name']} starts at pair "
+                               f"{b['first_pair']} with {b['n_pairs']} pairs, but the blocks "
+                               f"before it end at {start}: blocks must be consecutive")
+        start += b["n_pairs"]
+    if start != n_pairs:
+        raise DatasetError(f"{path}: {n_pairs:,} pairs, but its sidecar's blocks hold "
+                           f"{start:,}: the .bin and its .json do not belong together")
+    return [(b["name"], b["first_pair"], b["n_pairs"]) for b in blocks]
 
 
 def load_bin(path: str | os.PathLike) -> tuple[list[bytes], np.ndarray]:

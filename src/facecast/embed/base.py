@@ -94,6 +94,9 @@ class Embedder(abc.ABC):
     #: True when :meth:`embed` may run in several threads at once (the stage then spreads
     #: CPU micro-batches over the job's threads, ``embed.cpu_micro_batch``)
     thread_safe: bool = False
+    #: True when :meth:`embed` computes each crop's features on its own, so the batch's
+    #: shape cannot change them (the stage then never pads batches to a fixed shape)
+    per_crop: bool = False
 
     def __init__(self, name: str, device: torch.device | None = None, amp: str = "none") -> None:
         self.name = name

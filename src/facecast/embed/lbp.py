@@ -220,6 +220,7 @@ class LBPEmbedder(Embedder):
     """LBP baseline; ``weights`` is the whitening fit (``fit.npz``) of the dataset."""
 
     backend = "lbp"
+    per_crop = True  # histograms per crop; the whitening projects row by row (embed)
 
     def __init__(self, name: str, weights: str | None = None, radii: Iterable[int] = (1, 2),
                  grid: int = 7, device: torch.device | None = None, amp: str = "none",
@@ -254,10 +255,18 @@ class LBPEmbedder(Embedder):
         return lbp_features(arr, self.radii, self.grid)
 
     def embed(self, crops: torch.Tensor) -> np.ndarray:
+        """Whitened features, each crop projected on its own (a vector-matrix product per
+        row: one matrix product over the batch rounds differently for 1 and 64 rows, so a
+        crop's features would depend on its batch)."""
         feats = self.features(crops)
         if self.fit is None:
             return feats
-        return (feats - self.fit["mean"]) @ self.fit["projection"]
+        centred = feats - self.fit["mean"]
+        proj = self.fit["projection"]
+        out = np.empty((len(centred), proj.shape[1]), np.result_type(centred, proj))
+        for i, row in enumerate(centred):
+            out[i] = row @ proj
+        return out
 
     def provenance(self) -> dict[str, Any]:
         extra = {"radii": self.radii, "grid": self.grid, "whitening": self.whitening}

@@ -55,6 +55,7 @@ class SFaceEmbedder(Embedder):
 
     backend = "sface"
     supports_cuda = False  # opencv-python-headless wheels are CPU builds
+    per_crop = True  # feature() takes one face at a time
 
     def __init__(self, name: str, weights: str | None = None,
                  device: torch.device | None = None, amp: str = "none",

@@ -17,6 +17,19 @@ cache, and the job's threads each run whole micro-batches with single-threaded t
 core waits at OpenMP barriers (which costs most on a shared, loaded machine). The features
 do not depend on the threads; they equal whole-batch features to float rounding. CPU jobs
 also raise glibc's malloc thresholds (``embed.tune_malloc``, :mod:`facecast.embed.malloc`).
+
+Batch invariance (insightface issue #1351: IJB-C TAR@1e-5 moved with the batch size). oneDNN
+and MKL pick convolution and matrix kernels by the input's shape, so the same crop in a
+forward of 1, 7 or 64 crops got features differing by up to ~5e-6 (iResNet-18, ViT-T:
+raw; ~6e-7 normalised). On CPU every forward of a backend that computes batches therefore
+gets exactly ``embed.cpu_micro_batch`` crops (8; the last micro-batch of a batch padded with
+blank crops whose features are dropped), whatever ``embed.batch_size`` and wherever the
+crop sits, and a crop's features are the same bits in every case
+(``tests/test_embed_batch_invariance.py``: every backend at batch sizes 1, 7 and 64, the
+crop at different positions). Backends that compute crop by crop (``Embedder.per_crop``:
+sface, lbp) are not padded. The provenance of every embedding file says
+``batch_invariant`` (true/false), ``forward_batch`` and why (``batch_invariance``):
+false with ``embed.cpu_micro_batch: 0`` and on a GPU (whole batches; not measured here).
 """
 
 from __future__ import annotations
@@ -75,28 +88,64 @@ def load_embedder(model_name: str, model_cfg: dict[str, Any], embed_cfg: dict[st
                           fit_path=fit_path, threads=threads)
 
 
+def batch_invariance(embedder: Embedder, micro_batch: int) -> dict[str, Any]:
+    """Whether a crop's features cannot depend on its batch (size, position, neighbours),
+    and why: the provenance keys ``batch_invariant`` and ``forward_batch`` (module
+    docstring, "Batch invariance")."""
+    if embedder.per_crop:
+        return {"batch_invariant": True, "forward_batch": 1,
+                "batch_invariance": "features computed crop by crop"}
+    if embedder.device.type != "cpu":
+        return {"batch_invariant": False, "forward_batch": None,
+                "batch_invariance": "GPU forward of whole batches (kernels chosen by batch "
+                                    "shape); not measured here"}
+    if micro_batch <= 0:
+        return {"batch_invariant": False, "forward_batch": None,
+                "batch_invariance": "embed.cpu_micro_batch 0: one forward per batch, whose "
+                                    "shape follows batch_size (oneDNN picks kernels by shape)"}
+    return {"batch_invariant": True, "forward_batch": int(micro_batch),
+            "batch_invariance": f"every CPU forward has exactly {int(micro_batch)} crops "
+                                "(the last micro-batch padded with blank crops)"}
+
+
+def _padded(batch: torch.Tensor, size: int) -> torch.Tensor:
+    """``batch`` with blank (zero) crops appended up to ``size`` rows."""
+    if len(batch) == size:
+        return batch
+    pad = torch.zeros((size - len(batch), *batch.shape[1:]), dtype=batch.dtype)
+    return torch.cat([batch, pad])
+
+
 @contextlib.contextmanager
 def micro_batch_runner(embedder: Embedder, micro_batch: int, threads: int
                        ) -> Iterator[Callable[[torch.Tensor], np.ndarray]]:
     """A function ``batch -> features`` for :func:`embed_crops` (module docstring).
 
-    On CPU with ``micro_batch > 0`` and a thread-safe embedder the batch is cut into
-    micro-batches, run by ``threads`` threads with torch's intra-op threads set to 1 for
-    the block (restored after); otherwise ``embedder.embed`` as it is.
+    On CPU with ``micro_batch > 0`` the batch is cut into micro-batches of exactly
+    ``micro_batch`` crops, the last padded with blank crops whose features are dropped, so
+    every forward has the same shape and a crop's features do not depend on the batch
+    size or its position (:func:`batch_invariance`). A thread-safe embedder's
+    micro-batches run in ``threads`` threads with torch's intra-op threads set to 1 for
+    the block (restored after); others run one after another. Otherwise (GPU,
+    ``micro_batch`` 0, or an embedder that computes crop by crop) ``embedder.embed`` as
+    it is.
     """
-    if embedder.device.type != "cpu" or micro_batch <= 0 or not embedder.thread_safe:
+    if embedder.device.type != "cpu" or micro_batch <= 0 or embedder.per_crop:
         yield embedder.embed
         return
-    threads = max(1, int(threads))
+    pooled = embedder.thread_safe
+    threads = max(1, int(threads)) if pooled else 1
     old = torch.get_num_threads()
-    torch.set_num_threads(1)
+    if pooled:
+        torch.set_num_threads(1)
     pool = ThreadPoolExecutor(max_workers=threads) if threads > 1 else None
+
+    def one(part: torch.Tensor) -> np.ndarray:
+        return embedder.embed(_padded(part, micro_batch))[:len(part)]
 
     def run(batch: torch.Tensor) -> np.ndarray:
         parts = [batch[i:i + micro_batch] for i in range(0, len(batch), micro_batch)]
-        if len(parts) == 1:
-            return embedder.embed(batch)
-        outs = pool.map(embedder.embed, parts) if pool else map(embedder.embed, parts)
+        outs = pool.map(one, parts) if pool and len(parts) > 1 else map(one, parts)
         return np.concatenate(list(outs))
 
     try:
@@ -273,8 +322,9 @@ def embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, mode
     }, schema=embed_schema(embedder.dim))
     prov = {**(provenance or {}), "stage": "embed", **embedder.provenance(),
             "n_unusable_features": int(bad.sum())}
-    if embedder.device.type == "cpu" and embedder.thread_safe:
+    if embedder.device.type == "cpu" and not embedder.per_crop:
         prov["cpu_micro_batch"] = int(cfg["cpu_micro_batch"])
+    prov.update(batch_invariance(embedder, int(cfg["cpu_micro_batch"])))
     if embedder.device.type == "cpu":
         prov["malloc_tuned"] = malloc_tuned
     write_parquet(out, out_path, provenance=prov)

@@ -5,7 +5,8 @@ are a dataset of kind ``insightface_bin`` (manifest paths ``<bin name>#<index>``
 :mod:`facecast.datasets.insightface_bin`); this module writes the pairs as a protocol
 Parquet against that manifest. A dataset of that kind implies its protocols
 (:mod:`facecast.config.bin_sets`): the whole file (``layout: pairs``), or, for CAST's
-``cc11.bin`` (``layout: cc11``), each of its eleven consecutive equal blocks.
+``cc11.bin`` (``layout: cc11``), each of its eleven consecutive equal blocks, or each block
+a facecast ``export.bins`` file's ``.json`` sidecar lists (``layout: blocks``).
 
 Folds are formed exactly as insightface's ``verification.py`` forms them
 (``calculate_roc``: ``LFold(n_splits=10, shuffle=False)`` over the pairs in file order):
@@ -30,8 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facecast.config.bin_sets import BIN_FOLDS, CC11_NAMES, LAYOUT_BLOCKS
-from facecast.datasets.insightface_bin import check_layout, load_bin
+from facecast.config.bin_sets import BIN_FOLDS, CC11_NAMES, LAYOUT_BLOCKS, sidecar_blocks
+from facecast.datasets.insightface_bin import block_ranges, load_bin
 from facecast.datasets.manifest import DatasetError
 from facecast.evaluate.metrics import default_folds
 from facecast.evaluate.resolve import attach_manifest, check_resolved
@@ -44,9 +45,14 @@ log = logging.getLogger(__name__)
 INSIGHTFACE_FOLDS = BIN_FOLDS
 
 
-def block_name(layout: str, block: int | None) -> str:
-    """The sub-benchmark a block of ``layout`` is ('' for the whole file)."""
-    return CC11_NAMES[block] if layout == "cc11" and block is not None else ""
+def block_name(layout: str, block: int | None, path: str | os.PathLike | None = None) -> str:
+    """The sub-benchmark a block of ``layout`` is ('' for the whole file); a ``blocks``
+    layout's names come from the ``.json`` sidecar of the ``.bin`` at ``path``."""
+    if block is None:
+        return ""
+    if layout == "blocks" and path is not None:
+        return sidecar_blocks(path)[block]["name"]
+    return CC11_NAMES[block] if layout == "cc11" else ""
 
 
 def bin_pairs(path: str | os.PathLike, n_folds: int = INSIGHTFACE_FOLDS, *,
@@ -58,14 +64,14 @@ def bin_pairs(path: str | os.PathLike, n_folds: int = INSIGHTFACE_FOLDS, *,
     path = Path(path)
     if issame is None:
         _, issame = load_bin(path)
-    per_block = check_layout(path, len(issame), layout)
+    ranges = block_ranges(path, len(issame), layout)
     if block is None:
         first, n = 0, len(issame)
-    elif not 0 <= block < LAYOUT_BLOCKS[layout]:
+    elif not 0 <= block < len(ranges) or layout == "pairs":
         raise DatasetError(f"{path}: layout {layout} has no block {block} "
-                           f"(0..{LAYOUT_BLOCKS[layout] - 1})")
+                           f"(0..{len(ranges) - 1})")
     else:
-        first, n = block * per_block, per_block
+        _, first, n = ranges[block]
     ks = range(first, first + n)
     return pd.DataFrame({
         "fold": default_folds(n, n_folds),
@@ -82,10 +88,13 @@ def _write_protocol(raw: pd.DataFrame, manifest: pd.DataFrame, path: Path,
     pairs = attach_manifest(raw, manifest)
     pairs["pair_index"] = raw["pair_index"].to_numpy()  # the pair's index in the file
     counts = check_resolved(raw, pairs, source=str(path), strip_prefix="")
-    name = block_name(layout, block)
-    where = (f"pairs {raw['pair_index'].iloc[0]}..{raw['pair_index'].iloc[-1]} of the file "
-             f"(CC11 block {block + 1} of {LAYOUT_BLOCKS[layout]}, {name}, as cc11.py cuts "
-             "it)" if name else "the file's pairs")
+    name = block_name(layout, block, path)
+    where = "the file's pairs"
+    if name:
+        kind = "CC11 block" if layout == "cc11" else "block"
+        n_blocks = LAYOUT_BLOCKS[layout] if layout == "cc11" else len(sidecar_blocks(path))
+        where = (f"pairs {raw['pair_index'].iloc[0]}..{raw['pair_index'].iloc[-1]} of the "
+                 f"file ({kind} {block + 1} of {n_blocks}, {name}, as cc11.py cuts it)")
     note = (f"insightface verification.py folds: {INSIGHTFACE_FOLDS} consecutive blocks "
             f"of {where}, {len(raw)} pairs")
     log.info("import %s%s: %d pairs (%d unresolved); %s", path, f" [{name}]" if name else "",

@@ -26,8 +26,9 @@ def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
     for ds, spec in datasets_of(config).items():
         names = implied_protocols(spec)
         if names:
-            how = ("layout cc11: CAST's eleven blocks, 10 folds each" if bin_layout(spec) ==
-                   "cc11" else "insightface's 10 folds")
+            how = {"cc11": "layout cc11: CAST's eleven blocks, 10 folds each",
+                   "blocks": f"layout blocks: {len(names)} blocks from the .json sidecar, "
+                             "10 folds each"}.get(bin_layout(spec), "insightface's 10 folds")
             lines.append(f"evaluate: dataset {ds} ({Path(str(spec.get('path'))).name}) implies "
                          f"protocol{'s' if len(names) > 1 else ''} {', '.join(names)} ({how})")
     return lines

@@ -214,9 +214,17 @@ def _bin_set_name(config: Mapping[str, Any], ds: str, protocol: str) -> str:
     """The suite column of ``protocol`` on ``.bin`` dataset ``ds``: the protocol's name, or
     for a CC11 block the file stem (``cc11``, ``cc11_val``)."""
     spec = config["datasets"][ds]
-    if bin_block(spec, protocol) is not None and protocol in bin_protocols(config, ds):
+    if _cc11_block(config, ds, protocol):
         return Path(str(spec.get("path", ""))).stem
     return protocol
+
+
+def _cc11_block(config: Mapping[str, Any], ds: str, protocol: str) -> bool:
+    """Whether ``protocol`` is a CC11 block of ``ds`` (its suite figure is the CC11 average;
+    a ``layout: blocks`` block is a set of its own)."""
+    spec = config["datasets"][ds]
+    return (bin_layout(spec) == "cc11" and protocol in bin_protocols(config, ds)
+            and bin_block(spec, protocol) is not None)
 
 
 def bin_suite_items(config: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -230,8 +238,7 @@ def bin_suite_items(config: Mapping[str, Any]) -> list[dict[str, Any]]:
         owners.setdefault(s, set()).add(ds)
     out = []
     for ds, p, s in raw:
-        spec = config["datasets"][ds]
-        block = p if (p in bin_protocols(config, ds) and bin_block(spec, p) is not None) else ""
+        block = p if _cc11_block(config, ds, p) else ""
         name = s if len(owners[s]) == 1 else f"{s} ({ds})"
         out += [{"set": name, "dataset": ds, "protocol": p, "block": block, "model": m,
                  "path": f"results/{ds}/eval/{m}/{p}/metrics.parquet"}
