@@ -12,5 +12,7 @@ with script_context(snakemake) as ctx:
         scores.setdefault(bench, {})[model] = path
     diff = run_compare(scores, Path(snakemake.output.differences).parent,
                        snakemake.params.compare, fars=list(snakemake.params.fars),
-                       seed=int(snakemake.params.seed), provenance=ctx.provenance)
-    ctx.log.info("%d comparisons, %d significant", len(diff), int(diff["significant"].sum()))
+                       seed=int(snakemake.params.seed), accuracy=snakemake.params.accuracy,
+                       provenance=ctx.provenance)
+    ctx.log.info("%d comparisons, %d tested, %d significant (Holm across all tests)",
+                 len(diff), int(diff["p"].notna().sum()), int(diff["significant"].sum()))

@@ -1,14 +1,19 @@
-"""Model-vs-model comparisons (issue 25, part 2): paired metrics, McNemar, Holm, ties."""
+"""Model-vs-model comparisons (issues 25 and 32): clustered paired tests, no verdict
+without a test, Holm across the table, ranks that do not chain, ``facecast compare``."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
-from facecast.compare.paired import _weighted_auc, align, compare_pair, holm, mcnemar_exact
-from facecast.compare.stage import run_compare
+from facecast.cli import main as cli_main
+from facecast.compare.inference import clustered_test, holm
+from facecast.compare.paired import _weighted_auc, align, compare_pair
+from facecast.compare.stage import leaderboard, run_compare
 from facecast.evaluate.metrics import auc_score
 
 
@@ -34,11 +39,10 @@ def scored(n_ids: int = 60, per_id: int = 4, seed: int = 0, noise: float = 0.0,
                          "fold": (np.arange(len(label)) % 10).astype(str)})
 
 
-def test_exact_mcnemar_and_holm_by_hand() -> None:
-    # b = 0, c = 5: 2 * 0.5^5
-    assert np.isclose(mcnemar_exact(0, 5), 2 * 0.5 ** 5)
-    assert mcnemar_exact(0, 0) == 1.0 and mcnemar_exact(3, 3) == 1.0
+def test_holm_by_hand_and_nan_is_outside_the_family() -> None:
     assert np.allclose(holm(np.array([0.01, 0.04, 0.03])), [0.03, 0.06, 0.06])
+    out = holm(np.array([0.01, np.nan, 0.04]))
+    assert np.isnan(out[1]) and np.allclose(out[[0, 2]], [0.02, 0.04])
 
 
 def test_weighted_auc_with_unit_weights_is_the_auc() -> None:
@@ -47,25 +51,122 @@ def test_weighted_auc_with_unit_weights_is_the_auc() -> None:
     assert np.isclose(_weighted_auc(s, y, np.ones((1, len(s))))[0], auc_score(s, y))
 
 
-def test_better_model_wins_and_identical_models_tie(tmp_path: Path) -> None:
+def test_no_test_without_identities_or_spread() -> None:
+    reps = np.random.default_rng(0).normal(0.02, 0.01, 200)
+    ok = clustered_test(0.02, reps, 40)
+    assert ok["note"] == "" and ok["ci_lo"] < 0.02 < ok["ci_hi"] and 0 < ok["p"] < 0.1
+    # the interval excludes 0 exactly when p < 1 - confidence
+    assert (ok["ci_lo"] > 0) == (ok["p"] < 0.05)
+    two = clustered_test(0.02, reps, 2)
+    assert two["note"] == "n/a (2 identities)" and np.isnan(two["p"])
+    flat = clustered_test(0.02, np.full(200, 0.02), 40)   # no spread: was p = 0
+    assert flat["note"] == "n/a (no bootstrap spread)" and np.isnan(flat["p"])
+    same = clustered_test(0.0, np.zeros(200), 40)          # identical: no evidence
+    assert same["note"] == "" and same["p"] == 1.0
+
+
+def test_unresolvable_far_has_no_verdict_and_resolvability_only_where_it_applies() -> None:
     good, bad = scored(), scored(noise=0.25, seed=1)
-    p = align(good, bad)
-    table, mc = compare_pair(p, fars=[1e-2], fmr=1e-2, n_boot=100, seed=0)
-    acc = table.set_index("metric").loc["accuracy"]
-    assert acc["difference"] > 0 and acc["lo"] > 0 and acc["p_boot"] < 0.05
-    assert mc["mcnemar_a_only"] > mc["mcnemar_b_only"] and mc["mcnemar_p"] < 0.05
+    n_imp = int((good["label"] == 0).sum())
+    table, counts = compare_pair(align(good, bad), fars=[1e-2, 1e-4], fmr=1e-2, n_boot=50,
+                                 seed=0)
+    by = table.set_index("metric")
+    assert counts["n_impostors"] == n_imp and counts["n_identities"] == 60
+    assert by.loc["tar@far=0.0001", "note"] == f"n/a ({n_imp} impostors)"
+    assert np.isnan(by.loc["tar@far=0.0001", ["p", "ci_lo", "ci_hi"]].astype(float)).all()
+    assert by.loc["tar@far=0.01", "note"] == "" and by.loc["tar@far=0.01", "p"] < 0.05
+    assert by["fmr_resolvable"].isna().tolist() == [True, True, False, False, False]
+    assert by.loc["tar@far=0.0001", "fmr_resolvable"] == False  # noqa: E712 (pd.NA-aware)
+    assert by.loc["fnmr@fmr=0.01", "fmr_resolvable"] == True  # noqa: E712
+
+
+def test_better_model_is_named_identical_models_do_not_differ(tmp_path: Path) -> None:
+    good, bad = scored(), scored(noise=0.25, seed=1)
     for name, frame in (("good", good), ("bad", bad), ("same", good.copy())):
         frame.to_parquet(tmp_path / f"{name}.parquet")
     scores = {"b1": {m: tmp_path / f"{m}.parquet" for m in ("good", "bad", "same")}}
     diff = run_compare(scores, tmp_path / "out", {"n_boot": 100, "fmr": 1e-2}, fars=[1e-2],
                        seed=0)
-    board = pd.read_csv(tmp_path / "out" / "leaderboard.csv")
-    ranks = dict(zip(board["model"], board["rank"], strict=True))
-    assert ranks["good"] == ranks["same"] == 1 and ranks["bad"] == 3
-    assert set(board["vs_above"].fillna("")) == {"", "tie", "better"}
+    # Holm across the whole table: 3 model pairs x 4 metrics
+    tested = diff["p"].notna()
+    assert tested.sum() == 12
+    np.testing.assert_allclose(diff.loc[tested, "p_adjusted"], holm(diff.loc[tested, "p"]))
+    bad_good = diff[(diff["model_a"] == "bad") & (diff["model_b"] == "good")].set_index("metric")
+    # the better model is named, also where lower is better (FNMR: bad - good > 0)
+    assert (bad_good["verdict"] == "good better").all()
+    assert bad_good.loc["fnmr@fmr=0.01", "difference"] > 0
+    assert bad_good.loc["accuracy", "ci_hi"] < 0
     same = diff[(diff["model_a"] == "good") & (diff["model_b"] == "same")]
-    assert (same["verdict"] == "tie").all() and (same["difference"] == 0).all()
+    assert (same["verdict"] == "not significant").all() and (same["difference"] == 0).all()
+    assert (same["p"] == 1).all()
+    board = pd.read_csv(tmp_path / "out" / "leaderboard.csv", keep_default_na=False)
+    rows = board.set_index("model")
+    assert rows.loc["good", "rank"] == rows.loc["same", "rank"] == 1
+    assert rows.loc["bad", "rank"] == 3
+    assert rows.loc["bad", "worse_than"] == "good, same" and rows.loc["bad", "better_than"] == ""
+    assert set(rows.loc["good", "better_than"].split(", ")) == {"bad"}
+    md = (tmp_path / "out" / "leaderboard.md").read_text()
+    assert "Holm family: all 12 tests" in md and "| 3 | bad |" in md
     assert (tmp_path / "out" / "report.html").stat().st_size > 0
+    assert list(pd.read_parquet(tmp_path / "out" / "differences.parquet").columns[:13]) == [
+        "benchmark", "model_a", "model_b", "metric", "value_a", "value_b", "difference",
+        "ci_lo", "ci_hi", "test", "p", "p_adjusted", "verdict"]
+
+
+def test_ranks_do_not_chain_through_ties() -> None:
+    """A beats C; A ~ B and B ~ C: A and B share rank 1, C is 2nd (not all three 1st)."""
+    values = {"A": 0.95, "B": 0.93, "C": 0.90}
+    board = leaderboard(values, {("A", "C")}).set_index("model")
+    assert board["rank"].to_dict() == {"A": 1, "B": 1, "C": 2}
+    assert board.loc["A", "better_than"] == "C" and board.loc["C", "worse_than"] == "A"
+    assert board.loc["B", "better_than"] == board.loc["B", "worse_than"] == ""
+    untested = leaderboard(values, set(), {("A", "B")}).set_index("model")
+    assert untested.loc["A", "not_tested"] == "B" and untested.loc["C", "not_tested"] == ""
+
+
+def test_too_few_identities_gives_no_verdict(tmp_path: Path) -> None:
+    few = scored(n_ids=2, per_id=8)
+    scores = {"tiny": {"x": few, "y": few.assign(score=few["score"] + 0.01 * few["label"])}}
+    diff = run_compare(scores, tmp_path, {"n_boot": 20, "fmr": 0.1}, fars=[], seed=0)
+    assert (diff["verdict"] == "n/a (2 identities)").all() and diff["p_adjusted"].isna().all()
+    board = pd.read_csv(tmp_path / "leaderboard.csv", keep_default_na=False)
+    assert (board["rank"] == 1).all() and set(board["not_tested"]) == {"x", "y"}
+
+
+def test_align_takes_identities_from_either_file_and_pairs_in_either_order() -> None:
+    a = scored(n_ids=20)
+    b = a.drop(columns=["identity_a", "identity_b"]).rename(
+        columns={"image_a": "image_b", "image_b": "image_a"})   # the same pairs, swapped
+    p = align(b, a)                       # A lacks identities: B's, oriented as A's pairs
+    assert len(p.label) == len(a) and p.n_identities == 20
+    np.testing.assert_array_equal(p.identity_a, a["identity_b"].to_numpy())
+    q = align(b, b)                       # neither has them: each image its own identity
+    assert q.n_identities == len(pd.unique(np.r_[a["image_a"], a["image_b"]]))
+
+
+def test_cli_compares_any_score_files(tmp_path: Path, capsys, caplog) -> None:
+    good, bad = scored(), scored(noise=0.25, seed=1)
+    good.assign(benchmark="one").to_parquet(tmp_path / "good.parquet")
+    bad.drop(columns=["identity_a", "identity_b"]).assign(benchmark="one").to_parquet(
+        tmp_path / "bad.parquet")
+    with caplog.at_level(logging.WARNING, logger="facecast.compare"):
+        rc = cli_main(["compare", "--scores", f"good={tmp_path / 'good.parquet'}",
+                       f"bad={tmp_path / 'bad.parquet'}", "--out", str(tmp_path / "o"),
+                       "--n-boot", "50", "--fars", "1e-2", "--fmr", "1e-2"])
+    assert rc == 0
+    assert "has no identity_a/identity_b" in caplog.text
+    assert "one: bad - good accuracy" in capsys.readouterr().out
+    diff = pd.read_parquet(tmp_path / "o" / "differences.parquet")
+    assert set(diff["benchmark"]) == {"one"} and (diff["verdict"] == "good better").all()
+    assert (diff["n_identities"] == 60).all()
+    for name in ("leaderboard.md", "leaderboard.csv", "report.html", "differences.csv"):
+        assert (tmp_path / "o" / name).stat().st_size > 0
+    with pytest.raises(SystemExit) as bad_arg:
+        cli_main(["compare", "--scores", str(tmp_path / "good.parquet"), "--out", "x"])
+    assert bad_arg.value.code == 2
+    with pytest.raises(SystemExit) as one_file:
+        cli_main(["compare", "--scores", f"a={tmp_path / 'good.parquet'}", "--out", "x"])
+    assert one_file.value.code == 2
 
 
 def test_plan_says_why_compare_and_slices_are_off() -> None:

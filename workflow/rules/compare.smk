@@ -1,8 +1,10 @@
-# Model-vs-model comparisons (issue 25, part 2): every pair of evaluated models on every
-# benchmark, on the same pairs, paired identity-clustered bootstrap + exact McNemar, Holm
-# across benchmarks; leaderboards with ties -> results/{ds}/compare/
+# Model-vs-model comparisons (issues 25, 32): every pair of evaluated models on every
+# benchmark, on the same pairs; identity-clustered paired bootstrap with a t(G-1) Wald test,
+# Holm across every test of the table; leaderboards ranked by the number of models
+# significantly better -> results/{ds}/compare/ (any score files: `facecast compare`)
 # Which models/benchmarks: facecast.compare.targets. Logic: facecast.compare.stage.
 import facecast.compare.targets as compare_targets
+import facecast.evaluate.targets as eval_targets
 
 COMPARE_DIR = compare_targets.COMPARE_DIR
 
@@ -22,6 +24,7 @@ rule compare:
         compare=config.get("compare", {}),
         fars=config["evaluate"]["fars"],
         seed=config["seed"],
+        accuracy=eval_targets.job_config(config["evaluate"], config["seed"]),
     log:
         "results/{ds}/logs/compare.log",
     benchmark:

@@ -1,2 +1,3 @@
-"""Model-vs-model comparisons on the same pairs, with identity-clustered paired
-intervals, exact McNemar tests and Holm correction (stage ``compare``)."""
+"""Model-vs-model comparisons on the same pairs (stage ``compare``, ``facecast compare``):
+identity-clustered paired bootstrap with a t(G-1) Wald test, Holm across every test of the
+table, leaderboards ranked by the number of models significantly better."""

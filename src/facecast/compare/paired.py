@@ -1,38 +1,60 @@
 """Paired comparison of two models scored on the same pairs.
 
 Per benchmark and model pair: the difference (A - B) in 10-fold accuracy, AUC, TAR at
-each FAR and FNMR at a shared FMR (each model at its own threshold for that FMR), with
-an identity-clustered *paired* bootstrap interval (one replicate weights the pairs of
-both models alike: :func:`facecast.evaluate.resample.identity_weights`) and a two-sided
-p-value ``2 Phi(-|A - B| / sd)`` with the bootstrap standard deviation of the difference
-(continuous, so a Holm correction across benchmarks is not limited by the number of
-replicates); and the exact McNemar test on the accept decisions at the shared FMR
-(pairs one model decides right and the other wrong; binomial(b + c, 1/2)).
+each FAR and FNMR at a shared FMR (each model at its own threshold for that FMR), with an
+identity-clustered *paired* bootstrap (:func:`bootstrap_differences`) and the test of
+:mod:`facecast.compare.inference` on its replicates.
 
-The bootstrap replicates hold the 10-fold thresholds fixed (the accuracy of each fold's
-test pairs at its training-fold threshold, re-weighted), re-rank for AUC and re-set the
-FMR thresholds per replicate.
+**Clusters.** A cluster is an identity. A replicate draws the benchmark's identities with
+replacement (:func:`facecast.evaluate.resample.identity_weights`) and weights the pairs of
+*both* models alike: a genuine pair by its identity's count, an impostor pair by the
+product of its two identities' counts (the pairs the drawn identities would form among
+themselves). So every pair that shares an identity with another moves with it, and
+errors that cluster by identity widen the interval as they should. Files without identity
+columns: each image is its own identity (:func:`read_scores` logs a warning).
+
+The replicates hold the 10-fold thresholds fixed (each fold's test pairs at the threshold
+chosen on the other folds, re-weighted), re-rank for AUC and re-set the FMR thresholds per
+replicate by facecast's one impostor-allowance rule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.special import bdtr, ndtr
 
-from facecast.evaluate.metrics import kfold_accuracy
+from facecast.compare.inference import clustered_test, holm
+from facecast.evaluate.folds import scored_folds
+from facecast.evaluate.metrics import allowed_impostors, far_resolvable, kfold_accuracy
 from facecast.evaluate.resample import identity_weights
+from facecast.fairness.threshold import threshold_at, unresolved_note
+from facecast.io.parquet_io import read_parquet
 
-#: the compared metrics; ``fnmr@fmr=..`` and ``tar@far=..`` per target
+__all__ = ["Paired", "align", "read_scores", "bootstrap_differences", "compare_pair",
+           "metric_names", "metric_target", "holm", "lower_is_better"]
+
+log = logging.getLogger(__name__)
+
+#: the compared metrics; ``tar@far=..`` per target and ``fnmr@fmr=..`` follow
 BASE_METRICS = ("accuracy", "auc")
+#: columns a scores file must have
+NEEDED = ("image_a", "image_b", "label", "score")
+
+
+def lower_is_better(metric: str) -> bool:
+    """Whether a smaller value of ``metric`` is the better one (FNMR)."""
+    return metric.startswith("fnmr")
 
 
 @dataclass
 class Paired:
-    """Two models' scores on the same pairs."""
+    """Two models' scores on the same pairs (one row per pair)."""
 
     label: np.ndarray
     score_a: np.ndarray
@@ -41,39 +63,95 @@ class Paired:
     identity_a: np.ndarray
     identity_b: np.ndarray
 
+    @property
+    def n_identities(self) -> int:
+        """Distinct identities (clusters) among the pairs."""
+        return len(pd.unique(np.concatenate([self.identity_a, self.identity_b])))
 
-def align(a: pd.DataFrame, b: pd.DataFrame) -> Paired:
-    """The pairs both models scored (finite scores, label 0/1), matched on
-    ``(image_a, image_b, label)``; ``fold`` from model A's file (``0`` .. when absent)."""
-    key = ["image_a", "image_b", "label"]
-    cols = [*key, "identity_a", "identity_b", "score"] + (["fold"] if "fold" in a else [])
-    left = a[[c for c in cols if c in a.columns]].copy()
-    right = b[key + ["score"]].rename(columns={"score": "score_b"})
-    for f in (left, right):
-        f["image_a"] = f["image_a"].astype(str)
-        f["image_b"] = f["image_b"].astype(str)
-        f["label"] = pd.to_numeric(f["label"], errors="coerce")
-    m = left.merge(right.drop_duplicates(key), on=key, how="inner")
+
+def read_scores(path: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
+    """A scores file (or frame) with ``image_a``, ``image_b``, ``label``, ``score``; warns
+    when ``identity_a``/``identity_b`` are absent (then :func:`align` takes the other
+    model's, else treats each image as its own identity). Raises ``ValueError`` naming
+    missing columns."""
+    frame = path if isinstance(path, pd.DataFrame) else read_parquet(path)
+    name = "scores" if isinstance(path, pd.DataFrame) else str(path)
+    missing = [c for c in NEEDED if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{name} lacks column(s) {missing}; scored pairs need "
+                         f"{list(NEEDED)} (and optionally identity_a, identity_b, fold)")
+    if not {"identity_a", "identity_b"} <= set(frame.columns):
+        log.warning("%s has no identity_a/identity_b: unless the other model's file has "
+                    "them, the bootstrap treats each image as its own identity "
+                    "(dependence between images of one person is ignored)", name)
+    return frame
+
+
+IDS = ["identity_a", "identity_b"]
+
+
+def _has_ids(frame: pd.DataFrame) -> bool:
+    return set(IDS) <= set(frame.columns)
+
+
+def _keyed(frame: pd.DataFrame, ids: bool) -> pd.DataFrame:
+    """``lo``/``hi`` (the pair's images in text order: an order-free key), a numeric
+    label, ``score``, and with ``ids`` the identities of ``lo``/``hi`` (``id_lo``,
+    ``id_hi``)."""
+    a = frame["image_a"].astype(str).to_numpy(dtype=str)
+    b = frame["image_b"].astype(str).to_numpy(dtype=str)
+    first = a <= b
+    out = pd.DataFrame({"lo": np.where(first, a, b), "hi": np.where(first, b, a),
+                        "label": pd.to_numeric(frame["label"], errors="coerce").to_numpy(),
+                        "score": frame["score"].to_numpy()})
+    if ids:
+        ia = frame["identity_a"].astype(str).to_numpy(dtype=str)
+        ib = frame["identity_b"].astype(str).to_numpy(dtype=str)
+        out["id_lo"], out["id_hi"] = np.where(first, ia, ib), np.where(first, ib, ia)
+    return out
+
+
+def align(a: pd.DataFrame, b: pd.DataFrame, accuracy: Mapping[str, Any] | None = None
+          ) -> Paired:
+    """The pairs of evaluate's test that both models scored (finite scores, label 0/1),
+    matched on the unordered image pair and the label, oriented as in A's file; ``fold``:
+    each pair's fold in the 10-fold accuracy, by facecast's one fold rule
+    (:func:`scored_folds` of model A's file with the ``evaluate`` settings ``accuracy``);
+    held-out (``val``) pairs are left out, as evaluate leaves them out of every figure.
+    Identities: A's, else B's, else each image its own. Logs how many pairs of either
+    file found no partner."""
+    acc = dict(accuracy or {})
+    fold = scored_folds(a, n_folds=int(acc.get("n_folds", 10)), seed=int(acc.get("seed", 0)),
+                        include_val=bool(acc.get("include_val", False)))
+    from_a, from_b = _has_ids(a), not _has_ids(a) and _has_ids(b)
+    left = _keyed(a, from_a).assign(fold=np.asarray(fold, dtype=str),
+                                    first=a["image_a"].astype(str).to_numpy(dtype=str))
+    right = _keyed(b, from_b).rename(columns={"score": "score_b"})
+    right = right.drop_duplicates(["lo", "hi", "label"])
+    m = left.merge(right, on=["lo", "hi", "label"], how="inner")
+    if len(m) < max(len(left), len(right)):
+        log.warning("%d of %d pairs of A and %d of %d of B have no partner in the other "
+                    "file; compared on the %d common pairs", len(left) - len(m), len(left),
+                    len(right) - len(m), len(right), len(m))
     m = m[np.isfinite(m["score"].astype(float)) & np.isfinite(m["score_b"].astype(float))
-          & m["label"].isin([0, 1])].reset_index(drop=True)
-    if "fold" in m:
-        fold = m["fold"].astype(str).to_numpy()
-    else:
-        fold = (np.arange(len(m)) % 10).astype(str)
-    ida = m["identity_a"].astype(str).to_numpy() if "identity_a" in m else m["image_a"].to_numpy()
-    idb = m["identity_b"].astype(str).to_numpy() if "identity_b" in m else m["image_b"].to_numpy()
+          & m["label"].isin([0, 1]) & (m["fold"] != "")].reset_index(drop=True)
+    id_lo, id_hi = ((m["id_lo"], m["id_hi"]) if from_a or from_b else (m["lo"], m["hi"]))
+    flip = (m["first"] != m["lo"]).to_numpy()     # A's image_a is the pair's `hi`
+    ida = np.where(flip, id_hi, id_lo).astype(str)
+    idb = np.where(flip, id_lo, id_hi).astype(str)
     return Paired(m["label"].to_numpy().astype(int), m["score"].to_numpy(np.float64),
-                  m["score_b"].to_numpy(np.float64), fold, ida, idb)
+                  m["score_b"].to_numpy(np.float64), m["fold"].to_numpy(str), ida, idb)
 
 
-def _fold_correct(score: np.ndarray, label: np.ndarray, fold: np.ndarray) -> np.ndarray:
-    """Per pair: correct at its fold's threshold (chosen on the other folds), ``val``
-    pairs and single-fold protocols excluded (NaN)."""
+def _fold_correct(score: np.ndarray, label: np.ndarray, fold: np.ndarray,
+                  thresholds: str = "insightface") -> np.ndarray:
+    """Per pair: correct at its fold's threshold (chosen on the other folds); pairs outside
+    the 10-fold test (fold ``""``) and single-fold protocols excluded (NaN)."""
     out = np.full(len(score), np.nan)
-    keep = fold != "val"
+    keep = fold != ""
     if len(np.unique(fold[keep])) < 2 or len(np.unique(label[keep])) < 2:
         return out
-    acc = kfold_accuracy(score[keep], label[keep], fold[keep])
+    acc = kfold_accuracy(score[keep], label[keep], fold[keep], thresholds)
     cos = dict(zip(acc.folds, acc.cosine_thresholds, strict=True))
     idx = np.flatnonzero(keep)
     t = np.array([cos[f] for f in fold[keep]])
@@ -107,15 +185,12 @@ def _weighted_rates(score: np.ndarray, label: np.ndarray, w: np.ndarray,
     si = si[order]
     out = np.full((w.shape[0], len(targets)), np.nan)
     for r in range(w.shape[0]):
-        wi = w[r, imp][order]
-        tot = wi.sum()
-        if tot <= 0:
+        cum = np.cumsum(w[r, imp][order])   # the resample's impostor weight, best first
+        if not cum.size or cum[-1] <= 0:
             continue
-        cum = np.cumsum(wi) / tot      # FMR if accepting impostors down to here
         wg = w[r, gen]
-        for j, t in enumerate(targets):
-            k = int(np.searchsorted(cum, t + 1e-12, side="right"))  # impostors allowed
-            thr = np.nextafter(si[k], np.inf) if k < len(si) else -np.inf
+        for j, k in enumerate(allowed_impostors(cum, targets)):  # fairness's rule
+            thr = threshold_at(si, int(k))
             out[r, j] = (wg * (score[gen] >= thr)).sum() / max(wg.sum(), 1e-300)
     return out
 
@@ -136,69 +211,57 @@ def metric_names(fars: Sequence[float], fmr: float) -> list[str]:
     return [*BASE_METRICS, *[f"tar@far={f:g}" for f in fars], f"fnmr@fmr={fmr:g}"]
 
 
-def mcnemar_exact(b: int, c: int) -> float:
-    """Two-sided exact McNemar p: ``min(1, 2 P(Bin(b + c, 1/2) <= min(b, c)))``."""
-    n = b + c
-    return 1.0 if n == 0 else float(min(1.0, 2.0 * bdtr(min(b, c), n, 0.5)))
+def metric_target(metric: str) -> float:
+    """The target FAR/FMR of a ``tar@far=..``/``fnmr@fmr=..`` metric; NaN for the others."""
+    return float(metric.split("=", 1)[1]) if "=" in metric else float("nan")
 
 
-def compare_pair(p: Paired, *, fars: Sequence[float], fmr: float, n_boot: int, seed: int,
-                 confidence: float = 0.95) -> tuple[pd.DataFrame, dict[str, float]]:
-    """Per metric: A, B, A - B, paired bootstrap interval and p; plus McNemar counts."""
-    names = metric_names(fars, fmr)
-    ca = _fold_correct(p.score_a, p.label, p.fold)
-    cb = _fold_correct(p.score_b, p.label, p.fold)
+def bootstrap_differences(p: Paired, *, fars: Sequence[float], fmr: float, n_boot: int,
+                          seed: int, thresholds: str = "insightface"
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(A, B, D)``: each model's metrics (:func:`metric_names` order; accuracy is the
+    10-fold mean, as evaluate reports it) and ``(n_boot, metrics)`` paired replicates of
+    A - B from one identity-clustered weight draw shared by both models (NaN where a
+    replicate leaves a metric undefined)."""
+    ca = _fold_correct(p.score_a, p.label, p.fold, thresholds)
+    cb = _fold_correct(p.score_b, p.label, p.fold, thresholds)
     ones = np.ones((1, len(p.label)))
     ma = _metrics(p, p.score_a, ca, ones, fars, fmr)[0]
     mb = _metrics(p, p.score_b, cb, ones, fars, fmr)[0]
-    # the accuracy row: the 10-fold mean (as evaluate reports), not the pooled share
-    keep = p.fold != "val"
+    keep = p.fold != ""
     if len(np.unique(p.fold[keep])) >= 2 and len(np.unique(p.label[keep])) == 2:
-        ma[0] = kfold_accuracy(p.score_a[keep], p.label[keep], p.fold[keep]).mean
-        mb[0] = kfold_accuracy(p.score_b[keep], p.label[keep], p.fold[keep]).mean
-    diffs = []
+        ma[0] = kfold_accuracy(p.score_a[keep], p.label[keep], p.fold[keep], thresholds).mean
+        mb[0] = kfold_accuracy(p.score_b[keep], p.label[keep], p.fold[keep], thresholds).mean
     rng = np.random.default_rng(seed)
-    for w in identity_weights(p.identity_a, p.identity_b, n_boot, rng, chunk=16):
-        diffs.append(_metrics(p, p.score_a, ca, w, fars, fmr)
-                     - _metrics(p, p.score_b, cb, w, fars, fmr))
-    d = np.vstack(diffs) if diffs else np.full((0, len(names)), np.nan)
-    q = (1 - confidence) / 2
+    diffs = [_metrics(p, p.score_a, ca, w, fars, fmr) - _metrics(p, p.score_b, cb, w, fars, fmr)
+             for w in identity_weights(p.identity_a, p.identity_b, n_boot, rng, chunk=16)]
+    d = np.vstack(diffs) if diffs else np.full((0, len(ma)), np.nan)
+    return ma, mb, d
+
+
+def compare_pair(p: Paired, *, fars: Sequence[float], fmr: float, n_boot: int, seed: int,
+                 confidence: float = 0.95, thresholds: str = "insightface"
+                 ) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Per metric: ``value_a``, ``value_b``, ``difference`` (A - B), the clustered interval
+    ``ci_lo``/``ci_hi``, ``test``, raw two-sided ``p``, ``n_boot`` and ``note`` - ``""``
+    or why no test was made (``n/a (k impostors)`` at a FAR the pairs cannot resolve,
+    ``n/a (k identities)``, ...; then interval and p are NaN); ``fmr_resolvable`` on the
+    TAR/FNMR rows only (NA elsewhere). Plus the pair, impostor and identity counts.
+    ``thresholds``: the 10-fold accuracy's threshold grid (``evaluate.thresholds``)."""
+    names = metric_names(fars, fmr)
+    ma, mb, d = bootstrap_differences(p, fars=fars, fmr=fmr, n_boot=n_boot, seed=seed,
+                                      thresholds=thresholds)
+    n_imp, n_ids = int((p.label == 0).sum()), p.n_identities
     rows = []
     for j, name in enumerate(names):
-        col = d[:, j][np.isfinite(d[:, j])]
-        if len(col):
-            lo, hi = np.quantile(col, [q, 1 - q])
-            sd = float(np.std(col, ddof=1)) if len(col) > 1 else 0.0
-            diff = ma[j] - mb[j]
-            pv = (float(2 * ndtr(-abs(diff) / sd)) if sd > 0
-                  else (1.0 if diff == 0 or not np.isfinite(diff) else 0.0))
-        else:
-            lo = hi = pv = np.nan
+        target = metric_target(name)
+        resolvable = pd.NA if np.isnan(target) else bool(far_resolvable(n_imp, target))
+        test = clustered_test(ma[j] - mb[j], d[:, j], n_ids, confidence)
+        if resolvable is False:
+            test.update(ci_lo=np.nan, ci_hi=np.nan, p=np.nan, note=unresolved_note(n_imp))
         rows.append({"metric": name, "value_a": ma[j], "value_b": mb[j],
-                     "difference": ma[j] - mb[j], "lo": lo, "hi": hi, "p_boot": pv,
-                     "n_boot": len(col)})
-    # exact McNemar on the accept decisions at each model's threshold for the shared FMR
-    dec = {}
-    for tag, s in (("a", p.score_a), ("b", p.score_b)):
-        imp = np.sort(s[p.label == 0])[::-1]
-        k = int(np.floor(fmr * len(imp) + 1e-9))
-        thr = np.nextafter(imp[k], np.inf) if k < len(imp) else -np.inf
-        dec[tag] = (s >= thr) == (p.label == 1)
-    b = int((dec["a"] & ~dec["b"]).sum())
-    c = int((~dec["a"] & dec["b"]).sum())
-    return pd.DataFrame(rows), {"mcnemar_a_only": b, "mcnemar_b_only": c,
-                                "mcnemar_p": mcnemar_exact(b, c), "n_pairs": len(p.label)}
-
-
-def holm(p: np.ndarray) -> np.ndarray:
-    """Holm step-down adjusted p-values (family-wise error), capped at 1; NaN stays NaN."""
-    p = np.asarray(p, np.float64)
-    out = np.full(p.shape, np.nan)
-    ok = np.flatnonzero(np.isfinite(p))
-    m = len(ok)
-    if m == 0:
-        return out
-    order = ok[np.argsort(p[ok], kind="stable")]
-    adj = np.maximum.accumulate(p[order] * (m - np.arange(m)))
-    out[order] = np.minimum(adj, 1.0)
-    return out
+                     "difference": ma[j] - mb[j], **test, "fmr_resolvable": resolvable})
+    table = pd.DataFrame(rows)
+    table["fmr_resolvable"] = table["fmr_resolvable"].astype("boolean")
+    return table, {"n_pairs": len(p.label), "n_impostors": n_imp,
+                   "n_identities": n_ids}

@@ -1,10 +1,11 @@
-"""What rule ``compare`` calls: every pair of models on every benchmark of a dataset
-(:mod:`facecast.compare.paired`), Holm-corrected across benchmarks, and leaderboards that
-say "tie" where a difference is not significant.
+"""What rule ``compare`` and ``facecast compare`` call: every pair of models on every
+benchmark (:mod:`facecast.compare.paired`), Holm-corrected across every test the table
+reports, and leaderboards that rank a model by how many models are significantly better.
 
-Writes into ``results/{ds}/compare/``: ``differences.parquet/.csv`` (one row per
-benchmark, model pair and metric), ``leaderboard.parquet/.csv`` (per benchmark, models by
-10-fold accuracy with ``tie`` marks), ``leaderboard.md`` and ``report.html``.
+Writes into the output folder (``results/{ds}/compare/`` in the pipeline):
+``differences.parquet/.csv`` (one row per benchmark, model pair and metric),
+``leaderboard.parquet/.csv`` (per benchmark, models by 10-fold accuracy),
+``leaderboard.md`` and ``report.html`` (:mod:`facecast.compare.report`).
 """
 
 from __future__ import annotations
@@ -20,116 +21,159 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from facecast.compare.paired import align, compare_pair, holm
-from facecast.io.atomic import write_text
-from facecast.io.parquet_io import read_parquet, write_parquet
-from facecast.report.html_tables import frame_html, write_html_page
+from facecast.compare.inference import holm
+from facecast.compare.paired import align, compare_pair, lower_is_better, read_scores
+from facecast.compare.report import write_outputs
 
 log = logging.getLogger(__name__)
 
+#: the columns of differences.parquet, in order (the first thirteen are the contract)
+COLUMNS = ["benchmark", "model_a", "model_b", "metric", "value_a", "value_b", "difference",
+           "ci_lo", "ci_hi", "test", "p", "p_adjusted", "verdict", "significant", "note",
+           "n_boot", "n_pairs", "n_impostors", "n_identities", "fmr_resolvable"]
+#: the metric the leaderboards rank by
+BOARD_METRIC = "accuracy"
+#: benchmark name of a scores file without a ``benchmark`` column
+ONE_BENCHMARK = "pairs"
+NOT_SIGNIFICANT = "not significant"
 
-def leaderboard(values: Mapping[str, float], significant: Mapping[tuple[str, str], bool]
+
+def verdicts(diff: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """Holm across every row with a p (the family: all benchmarks, model pairs and metrics
+    of the table) -> ``p_adjusted``; ``significant`` = ``p_adjusted <= alpha``;
+    ``verdict`` names the better model (``<model> better``; for FNMR the lower one), says
+    ``not significant``, or repeats the row's ``n/a (...)`` note."""
+    diff = diff.copy()
+    diff["p_adjusted"] = holm(diff["p"].to_numpy(np.float64))
+    diff["significant"] = (diff["p_adjusted"] <= alpha).to_numpy(bool)
+    diff["verdict"] = [
+        note if note else (f"{a if (d > 0) != lower_is_better(m) else b} better" if sig
+                           else NOT_SIGNIFICANT)
+        for note, sig, d, m, a, b in zip(diff["note"], diff["significant"], diff["difference"],
+                                         diff["metric"], diff["model_a"], diff["model_b"],
+                                         strict=True)]
+    return diff.reindex(columns=COLUMNS)
+
+
+def leaderboard(values: Mapping[str, float], wins: set[tuple[str, str]],
+                untested: set[tuple[str, str]] = frozenset(), metric: str = BOARD_METRIC
                 ) -> pd.DataFrame:
-    """Models by accuracy (best first); a model whose difference to the one above is not
-    significant is a ``tie`` and shares its rank."""
-    order = sorted(values, key=lambda m: (-np.nan_to_num(values[m], nan=-np.inf), m))
-    rows, rank = [], 0
-    for i, m in enumerate(order):
-        prev = order[i - 1] if i else None
-        sig = True if prev is None else significant.get(
-            (prev, m), significant.get((m, prev), False))
-        tie = prev is not None and not sig
-        rank = rank if tie else i + 1
-        rows.append({"model": m, "accuracy": values[m], "rank": rank,
-                     "vs_above": "" if prev is None else ("tie" if tie else "better")})
-    return pd.DataFrame(rows)
+    """One benchmark's models, best first: ``rank`` = 1 + the number of models
+    significantly better (so A > C with A ~ B ~ C ranks A and B 1st and C 2nd);
+    ``better_than`` / ``worse_than`` name the models it is significantly better / worse
+    than, ``not_tested`` those it could not be tested against. ``wins``: (winner, loser)
+    pairs; ``untested``: model pairs without a test (either order)."""
+    rows = []
+    for m in values:
+        losers = sorted((lo for w, lo in wins if w == m), key=lambda x: (-values[x], x))
+        winners = sorted((w for w, lo in wins if lo == m), key=lambda x: (-values[x], x))
+        open_ = sorted({b if a == m else a for a, b in untested if m in (a, b)})
+        rows.append({"rank": 1 + len(winners), "model": m, metric: values[m],
+                     "better_than": ", ".join(losers), "worse_than": ", ".join(winners),
+                     "not_tested": ", ".join(open_)})
+    board = pd.DataFrame(rows, columns=["rank", "model", metric, "better_than", "worse_than",
+                                        "not_tested"])
+    key = board[metric].astype(float).fillna(-np.inf)
+    return board.assign(_k=-key).sort_values(["rank", "_k", "model"]).drop(columns="_k"
+                                                                          ).reset_index(drop=True)
 
 
-def run_compare(scores: Mapping[str, Mapping[str, str | os.PathLike]],
+def leaderboards(diff: pd.DataFrame, metric: str = BOARD_METRIC) -> pd.DataFrame:
+    """:func:`leaderboard` of every benchmark from the ``metric`` rows of ``diff``."""
+    boards = []
+    for bench, sub in diff[diff["metric"] == metric].groupby("benchmark", sort=False):
+        values: dict[str, float] = {}
+        wins, untested = set(), set()
+        for r in sub.itertuples(index=False):
+            values[r.model_a], values[r.model_b] = float(r.value_a), float(r.value_b)
+            if r.note:
+                untested.add((r.model_a, r.model_b))
+            elif r.significant:
+                a_wins = (r.difference > 0) != lower_is_better(metric)
+                wins.add((r.model_a, r.model_b) if a_wins else (r.model_b, r.model_a))
+        boards.append(leaderboard(values, wins, untested, metric).assign(benchmark=bench))
+    cols = ["benchmark", "rank", "model", metric, "better_than", "worse_than", "not_tested"]
+    return pd.concat(boards, ignore_index=True)[cols] if boards else pd.DataFrame(columns=cols)
+
+
+def _compare_one(bench: str, a: str, b: str, fa: pd.DataFrame, fb: pd.DataFrame,
+                 cfg: Mapping[str, Any], *, fars: Sequence[float], seed: int,
+                 accuracy: Mapping[str, Any] | None) -> pd.DataFrame | None:
+    """The rows of one benchmark and model pair; None (logged) without common pairs."""
+    paired = align(fa, fb, accuracy)
+    if len(paired.label) == 0 or len(np.unique(paired.label)) < 2:
+        log.warning("%s: %s and %s share no scored pairs of both labels", bench, a, b)
+        return None
+    table, counts = compare_pair(
+        paired, fars=fars, fmr=float(cfg.get("fmr", 1e-3)), n_boot=int(cfg.get("n_boot", 1000)),
+        seed=seed, confidence=float(cfg.get("confidence", 0.95)),
+        thresholds=str((accuracy or {}).get("thresholds", "insightface")))
+    table = table.assign(benchmark=bench, model_a=a, model_b=b, **counts)
+    na = table[table["note"] != ""]
+    if len(na):
+        log.warning("%s, %s vs %s: no test for %s", bench, a, b, "; ".join(
+            f"{m} {n}" for m, n in zip(na["metric"], na["note"], strict=True)))
+    return table
+
+
+def run_compare(scores: Mapping[str, Mapping[str, str | os.PathLike | pd.DataFrame]],
                 out_dir: str | os.PathLike, cfg: Mapping[str, Any], *, fars: Sequence[float],
-                seed: int, provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
-    """``scores[benchmark][model]`` = scored pairs; writes every output, returns the
-    differences table."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    prov = {**dict(provenance or {}), "stage": "compare"}
-    fmr = float(cfg.get("fmr", 1e-3))
-    alpha = float(cfg.get("alpha", 0.05))
-    n_boot = int(cfg.get("n_boot", 1000))
-    rows, accs = [], {}
+                seed: int, accuracy: Mapping[str, Any] | None = None,
+                provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """``scores[benchmark][model]`` = scored pairs (a path, read by :func:`read_scores`, or
+    a frame with its columns); writes every output
+    and returns the differences table (:data:`COLUMNS`). ``cfg``: the ``compare`` section
+    (``fmr``, ``n_boot``, ``confidence``, ``alpha``). ``accuracy``: the ``evaluate``
+    settings of the 10-fold accuracy (:func:`facecast.evaluate.targets.job_config`), so
+    its figures equal evaluate's."""
+    frames = {(bench, m): path if isinstance(path, pd.DataFrame) else read_scores(path)
+              for bench, models in scores.items() for m, path in models.items()}
     jobs = [(bench, a, b) for bench, models in scores.items()
             for a, b in itertools.combinations(sorted(models), 2)]
-    frames = {(bench, m): read_parquet(path) for bench, models in scores.items()
-              for m, path in models.items()}
-    for bench, a, b in tqdm(jobs, desc="model pairs", mininterval=5):
-        paired = align(frames[(bench, a)], frames[(bench, b)])
-        if len(paired.label) == 0 or len(np.unique(paired.label)) < 2:
-            log.warning("%s: %s and %s share no scored pairs of both labels", bench, a, b)
-            continue
-        table, mc = compare_pair(paired, fars=fars, fmr=fmr, n_boot=n_boot, seed=seed,
-                                 confidence=float(cfg.get("confidence", 0.95)))
-        n_imp = int((paired.label == 0).sum())
-        resolvable = n_imp * fmr >= 1 - 1e-9
-        table.insert(0, "benchmark", bench)
-        table.insert(1, "model_a", a)
-        table.insert(2, "model_b", b)
-        for k, v in mc.items():
-            table[k] = v
-        table["fmr_resolvable"] = resolvable
-        rows.append(table)
-        accs.setdefault(bench, {})[a] = float(table["value_a"].iat[0])
-        accs.setdefault(bench, {})[b] = float(table["value_b"].iat[0])
-    cols = ["benchmark", "model_a", "model_b", "metric", "value_a", "value_b", "difference",
-            "lo", "hi", "p_boot", "n_boot", "mcnemar_a_only", "mcnemar_b_only", "mcnemar_p",
-            "n_pairs", "fmr_resolvable"]
-    diff = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=cols)
-    # Holm across benchmarks, per model pair and metric (and for McNemar per model pair)
-    diff["p_holm"] = np.nan
-    diff["mcnemar_p_holm"] = np.nan
-    for _, idx in diff.groupby(["model_a", "model_b", "metric"]).groups.items():
-        diff.loc[idx, "p_holm"] = holm(diff.loc[idx, "p_boot"].to_numpy(np.float64))
-    first = diff.drop_duplicates(["benchmark", "model_a", "model_b"])
-    for _, sub in first.groupby(["model_a", "model_b"]):
-        adj = holm(sub["mcnemar_p"].to_numpy(np.float64))
-        for (bench, a, b), v in zip(sub[["benchmark", "model_a", "model_b"]].itertuples(
-                index=False, name=None), adj, strict=True):
-            m = (diff["benchmark"] == bench) & (diff["model_a"] == a) & (diff["model_b"] == b)
-            diff.loc[m, "mcnemar_p_holm"] = v
-    diff["significant"] = diff["p_holm"] <= alpha
-    diff["verdict"] = np.where(~diff["significant"], "tie",
-                               np.where(diff["difference"] > 0, "a better", "b better"))
-    boards = []
-    for bench, values in accs.items():
-        sub = diff[(diff["benchmark"] == bench) & (diff["metric"] == "accuracy")]
-        sig = {(r.model_a, r.model_b): bool(r.significant) for r in sub.itertuples()}
-        boards.append(leaderboard(values, sig).assign(benchmark=bench))
-    board = pd.concat(boards, ignore_index=True)[["benchmark", "rank", "model", "accuracy",
-                                                  "vs_above"]] if boards else pd.DataFrame(
-        columns=["benchmark", "rank", "model", "accuracy", "vs_above"])
-    write_parquet(diff, out / "differences.parquet", provenance=prov)
-    write_text(out / "differences.csv", diff.to_csv(index=False))
-    write_parquet(board, out / "leaderboard.parquet", provenance=prov)
-    write_text(out / "leaderboard.csv", board.to_csv(index=False))
-    md = ["# Model comparisons", "",
-          f"Paired on the same pairs; identity-clustered paired bootstrap ({n_boot} "
-          f"replicates), Holm across benchmarks at {alpha:g}; `tie` = the difference to the "
-          "model above is not significant.", ""]
-    for bench, sub in board.groupby("benchmark", sort=False):
-        md += [f"## {bench}", "", "| rank | model | accuracy | vs above |", "|---|---|---|---|"]
-        md += [f"| {r.rank} | {r.model} | {100 * r.accuracy:.2f} % | {r.vs_above} |"
-               for r in sub.itertuples()]
-        md.append("")
-    write_text(out / "leaderboard.md", "\n".join(md))
-    shown = ["benchmark", "model_a", "model_b", "metric", "value_a", "value_b", "difference",
-             "lo", "hi", "p_holm", "verdict", "mcnemar_a_only", "mcnemar_b_only",
-             "mcnemar_p_holm", "n_pairs"]
-    write_html_page(out / "report.html", "Model comparisons", [
-        "<p>Differences A - B on the same pairs: 10-fold accuracy, AUC, TAR at each FAR "
-        f"and FNMR at a shared FMR {fmr:g} (each model at its own threshold); "
-        f"{int(100 * float(cfg.get('confidence', 0.95)))} % identity-clustered paired "
-        "bootstrap intervals, two-sided bootstrap p, Holm across benchmarks; exact McNemar "
-        "on the accept decisions at the shared FMR (Holm across benchmarks).</p>",
-        frame_html(board, caption="leaderboards (tie = not significantly different from "
-                                  "the model above)"),
-        frame_html(diff[[c for c in shown if c in diff.columns]], caption="differences")])
+    rows = [t for bench, a, b in tqdm(jobs, desc="model pairs", mininterval=5)
+            if (t := _compare_one(bench, a, b, frames[(bench, a)], frames[(bench, b)], cfg,
+                                  fars=fars, seed=seed, accuracy=accuracy)) is not None]
+    diff = (pd.concat(rows, ignore_index=True) if rows else
+            pd.DataFrame({c: pd.Series(dtype=float if c in ("value_a", "value_b",
+                                                            "difference", "p") else object)
+                          for c in ["benchmark", "model_a", "model_b", "metric", "value_a",
+                                    "value_b", "difference", "p", "note"]}))
+    diff = verdicts(diff, float(cfg.get("alpha", 0.05)))
+    board = leaderboards(diff)
+    write_outputs(Path(out_dir), diff, board, cfg, provenance={
+        **dict(provenance or {}), "stage": "compare"})
     return diff
+
+
+def split_benchmarks(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """A scores file's pairs per value of its ``benchmark`` column (one benchmark,
+    :data:`ONE_BENCHMARK`, without one)."""
+    if "benchmark" not in frame.columns:
+        return {ONE_BENCHMARK: frame}
+    return {str(b): sub.reset_index(drop=True)
+            for b, sub in frame.groupby(frame["benchmark"].astype(str), sort=True)}
+
+
+def compare_files(named: Mapping[str, str | os.PathLike], out_dir: str | os.PathLike,
+                  cfg: Mapping[str, Any], *, fars: Sequence[float], seed: int = 0,
+                  accuracy: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """``facecast compare``: any score files, ``model name -> path``; each benchmark of
+    the files (their ``benchmark`` column) is compared where two or more models scored it.
+    Raises ``ValueError`` with fewer than two models or no benchmark two of them share."""
+    if len(named) < 2:
+        raise ValueError("compare needs two or more score files (NAME=PATH)")
+    scores: dict[str, dict[str, pd.DataFrame]] = {}
+    for model, path in named.items():
+        if not Path(path).exists():
+            raise FileNotFoundError(f"no such score file: {path} ({model})")
+        for bench, sub in split_benchmarks(read_scores(path)).items():
+            scores.setdefault(bench, {})[model] = sub
+    alone = sorted(b for b, m in scores.items() if len(m) < 2)
+    if alone:
+        log.warning("benchmark(s) %s scored by one model only: not compared", alone)
+    scores = {b: m for b, m in scores.items() if len(m) >= 2}
+    if not scores:
+        raise ValueError("no benchmark is scored by two or more of the files")
+    return run_compare(scores, out_dir, cfg, fars=fars, seed=seed, accuracy=accuracy,
+                       provenance={"command": "facecast compare",
+                                   "scores": {m: str(p) for m, p in named.items()}})
