@@ -7,7 +7,7 @@ from facecast.slices.stage import run_slices
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
-    table = run_slices(
+    run_slices(
         snakemake.input.scores,
         snakemake.input.attributes,
         Path(snakemake.output.parquet).parent,
@@ -17,6 +17,6 @@ with script_context(snakemake) as ctx:
         seed=int(snakemake.params.seed),
         statuses=list(snakemake.params.statuses),
         faces_paths=shard_files(snakemake.input.faces),
+        accuracy=snakemake.params.accuracy,
         provenance=ctx.provenance,
     )
-    ctx.log.info("top slices:\n%s", table.head(10)[["rank", "slice", "p", "q"]].to_string())

@@ -1,8 +1,10 @@
-# Slice discovery (issue 25): attribute slices where a model errs most, with identity-
-# clustered tests and false-discovery control, exported as benchmark definitions
+# Slice discovery (issues 25, 33): attribute slices where a model errs most on FNMR and
+# FMR, identity-clustered tests and false-discovery control, grouped into a short list of
+# findings, each exported as a benchmark definition
 #   -> results/{ds}/slices/{model}/{protocol}/
 # Which models/protocols (config section slices): facecast.slices.targets.
 # Logic: facecast.slices.stage.run_slices.
+import facecast.evaluate.targets as eval_targets
 import facecast.slices.targets as slices_targets
 
 SLICES_DIR = slices_targets.SLICES_DIR
@@ -16,12 +18,14 @@ rule slices:
     output:
         parquet=f"{SLICES_DIR}/slices.parquet",
         csv=f"{SLICES_DIR}/slices.csv",
+        findings=f"{SLICES_DIR}/findings.parquet",
+        findings_csv=f"{SLICES_DIR}/findings.csv",
         discovered=f"{SLICES_DIR}/discovered.yaml",
         search=f"{SLICES_DIR}/search.json",
-        html=report(f"{SLICES_DIR}/report.html", **slices_targets.report_kw("top slices")),
+        html=report(f"{SLICES_DIR}/report.html", **slices_targets.report_kw("findings")),
         png=report(f"{SLICES_DIR}/slices.png", **slices_targets.report_kw("error rates")),
         examples=report(
-            f"{SLICES_DIR}/examples.png", **slices_targets.report_kw("hardest errors")
+            f"{SLICES_DIR}/examples.png", **slices_targets.report_kw("finding examples")
         ),
     wildcard_constraints:
         model=r"[^/]+",
@@ -30,6 +34,7 @@ rule slices:
         slices=config.get("slices", {}),
         statuses=(config.get("mining") or {}).get("statuses", ["ok", "aligned_input"]),
         seed=config["seed"],
+        accuracy=eval_targets.job_config(config["evaluate"], config["seed"]),
     log:
         "results/{ds}/logs/slices/{model}_{protocol}.log",
     benchmark:

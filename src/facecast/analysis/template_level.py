@@ -23,7 +23,6 @@ gives the images' statuses), never dropped.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -33,6 +32,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from facecast.analysis.pool import DEFAULT_STATUSES, benchmark_pool
+from facecast.config.patterns import matches_any
 from facecast.io.parquet_io import read_provenance
 
 #: the ``level`` of an attribute table (provenance key ``level``; absent = ``image``)
@@ -109,7 +109,7 @@ def attribute_kinds(attributes: pd.DataFrame, majority_columns: Sequence[str] = 
             continue
         s = attributes[col]
         numeric = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
-        if numeric and not any(fnmatch.fnmatchcase(col, p) for p in majority_columns):
+        if numeric and not matches_any(col, majority_columns):
             mean.append(col)
         else:
             vote.append(col)

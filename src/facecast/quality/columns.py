@@ -4,17 +4,19 @@ EDC discards the lowest quality first, so every measure is oriented so that high
 better: ``higher`` keeps the value, ``lower`` negates it, ``abs_lower`` takes ``-|v|``
 (pose angles: frontal is best). Defaults: the native measures below, every ``iqa_*``
 column (pyiqa's own ``lower_better`` flag when the attribute table's provenance records
-it, else the known lower-better metrics), every ``embed_norm_*`` (higher). Config
+it, else the known lower-better metrics), every ``embed_norm_*`` (higher), every OFIQ
+quality value ``ofiq_<Component>`` (0-100, higher; not the ``_native`` columns). Config
 ``quality.directions`` overrides any of them.
 """
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from facecast.config.patterns import select_columns as pick_columns
 
 DIRECTIONS = ("higher", "lower", "abs_lower")
 
@@ -41,6 +43,8 @@ def default_direction(column: str, lower_better: Mapping[str, bool] | None = Non
         return NATIVE_DIRECTIONS[column]
     if column.startswith("embed_norm_"):
         return "higher"
+    if column.startswith("ofiq_") and not column.endswith("_native"):
+        return "higher"  # OFIQ's 0-100 quality values (the _native values point both ways)
     if column.startswith("iqa_"):
         metric = column[4:]
         for name, flag in (lower_better or {}).items():
@@ -62,18 +66,11 @@ def select_columns(available: Sequence[str], cfg: Mapping[str, Any],
     patterns = list(cfg.get("columns") or [])
     directions = dict(cfg.get("directions") or {})
     if patterns:
-        chosen = []
-        for p in patterns:
-            hits = fnmatch.filter(avail, p)
-            if not hits:
-                raise KeyError(f"quality.columns: {p!r} matches no attribute column; "
-                               f"available: {sorted(avail)}")
-            chosen += hits
+        chosen = pick_columns(avail, patterns, key="quality.columns", order="patterns",
+                              show_available=True)
     else:
         chosen = [c for c in avail if default_direction(c, lower_better) or c in directions]
-    excl = list(cfg.get("exclude_columns") or [])
-    chosen = [c for c in dict.fromkeys(chosen)
-              if not any(fnmatch.fnmatch(c, p) for p in excl)]
+    chosen = pick_columns(chosen, exclude=list(cfg.get("exclude_columns") or []))
     out = {}
     for c in chosen:
         d = directions.get(c) or default_direction(c, lower_better) or "higher"

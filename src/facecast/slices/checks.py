@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Mapping
 from typing import Any
 
 from facecast.config.columns import known_columns
+from facecast.config.patterns import unmatched
 from facecast.config.util import name_list, section
 from facecast.fairness.checks import section_errors
 from facecast.slices.predicates import NOT_ATTRIBUTES
@@ -42,8 +42,7 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
         if known is None or ds not in wanted:
             continue
         usable = sorted(c for c in known if c not in NOT_ATTRIBUTES)
-        for pat in name_list(s.get("columns")):
-            if not fnmatch.filter(usable, pat):
-                errs.append(f"slices.columns: {pat!r} matches no column of dataset {ds!r}'s "
-                            f"attribute table (columns there: {usable})")
+        for pat in unmatched(usable, name_list(s.get("columns"))):
+            errs.append(f"slices.columns: {pat!r} matches no column of dataset {ds!r}'s "
+                        f"attribute table (columns there: {usable})")
     return errs

@@ -1,4 +1,5 @@
-"""Candidate predicates over the attribute table: one boolean column per image.
+"""Candidate predicates over the attribute table (one boolean column per image) and the
+one rule of a pair in a slice (:func:`pair_members`).
 
 A binary or categorical column gives one equality predicate per value (``mode: class``);
 a continuous column gives quantile bins of its percentile rank and, optionally, every
@@ -9,7 +10,6 @@ predicate and the benchmark filter it exports select the same images.
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from facecast.analysis.filtering import AttributeFilter, filter_mask, percentile_ranks
+from facecast.config.patterns import select_columns
 from facecast.config.util import name_list
 
 #: attribute-table columns that are never slice attributes (ids, statuses, bookkeeping)
@@ -34,19 +35,46 @@ class Predicate:
     text: str = ""
 
 
-def select_columns(available: Sequence[str], cfg: Mapping[str, Any]) -> list[str]:
+def slice_columns(available: Sequence[str], cfg: Mapping[str, Any]) -> list[str]:
     """The slice attributes: ``slices.columns`` (fnmatch patterns; empty = every column but
-    ids and statuses) minus ``slices.exclude`` patterns, in table order. A pattern that
-    matches nothing raises ``KeyError`` naming it."""
-    cols = [c for c in available if c not in NOT_ATTRIBUTES]
-    wanted = name_list(cfg.get("columns"))
-    if wanted:
-        for pat in wanted:
-            if not fnmatch.filter(cols, pat):
-                raise KeyError(f"slices.columns: {pat!r} matches no attribute column")
-        cols = [c for c in cols if any(fnmatch.fnmatchcase(c, p) for p in wanted)]
-    drop = name_list(cfg.get("exclude"))
-    return [c for c in cols if not any(fnmatch.fnmatchcase(c, p) for p in drop)]
+    ids and statuses) minus ``slices.exclude`` patterns, in table order
+    (:func:`facecast.config.patterns.select_columns`). A pattern that matches nothing
+    raises ``KeyError`` naming it."""
+    return select_columns([c for c in available if c not in NOT_ATTRIBUTES],
+                          name_list(cfg.get("columns")), name_list(cfg.get("exclude")),
+                          key="slices.columns")
+
+
+def slice_image_mask(image_masks: np.ndarray, definition: Sequence[int]) -> np.ndarray:
+    """The images satisfying every predicate of one slice (negative entries: padding)."""
+    preds = [int(p) for p in definition if int(p) >= 0]
+    return image_masks[:, preds].all(1)
+
+
+def pair_sides(image_mask: np.ndarray, ia: np.ndarray, ib: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each pair's first and second image satisfy ``image_mask`` (``(n_images,)``
+    or ``(n_images, K)``); an image index of -1 (not in the attribute table) never does."""
+    pad = np.concatenate([image_mask, np.zeros((1, *image_mask.shape[1:]), bool)])
+    return pad[ia], pad[ib]
+
+
+def in_slice(side_a: np.ndarray, side_b: np.ndarray, pair: str) -> np.ndarray:
+    """THE rule of a pair in a slice, from its two sides: ``both`` images satisfy it
+    (same-group pairs: CAST sub-benchmarks, NIST IR 8280's same-demographic impostors)
+    or ``either`` does."""
+    if pair == "both":
+        return side_a & side_b
+    if pair == "either":
+        return side_a | side_b
+    raise ValueError(f"slices.pair must be both or either, got {pair!r}")
+
+
+def pair_members(image_mask: np.ndarray, ia: np.ndarray, ib: np.ndarray,
+                 pair: str = "both") -> np.ndarray:
+    """Which pairs (image indices ``ia``, ``ib``) lie in the slice whose images are
+    ``image_mask`` (one column per slice when 2-D), by :func:`in_slice`."""
+    return in_slice(*pair_sides(image_mask, ia, ib), pair)
 
 
 def _fmt(x: float) -> str:

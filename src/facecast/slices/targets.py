@@ -21,7 +21,7 @@ from facecast.fairness.targets import (
     section_models,
     section_protocols,
 )
-from facecast.slices.predicates import NOT_ATTRIBUTES, select_columns
+from facecast.slices import predicates
 
 __all__ = ["SLICES_DIR", "datasets", "enabled", "models", "protocols", "report_kw",
            "skip_reason", "slice_columns", "targets"]
@@ -57,8 +57,7 @@ def slice_columns(config: Mapping[str, Any], ds: str) -> list[str] | None:
     if known is None:
         return None
     try:
-        return select_columns(sorted(c for c in known if c not in NOT_ATTRIBUTES),
-                              dict(config.get("slices") or {}))
+        return predicates.slice_columns(sorted(known), dict(config.get("slices") or {}))
     except KeyError:  # reported by the slices checks
         return None
 
