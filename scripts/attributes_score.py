@@ -8,4 +8,5 @@ with script_context(snakemake) as ctx:
              if k.startswith("embed_")}
     score_shard(snakemake.wildcards.scorer, snakemake.input.faces, snakemake.output[0],
                 snakemake.params.cfg, embed_paths=embed, weights=snakemake.params.weights or None,
-                threads=ctx.threads, provenance=ctx.provenance)
+                threads=ctx.threads, provenance=ctx.provenance,
+                ofiq_csv=snakemake.input.get("ofiq_csv"), ofiq_map=snakemake.input.get("ofiq_map"))

@@ -30,6 +30,48 @@ rule attributes_score:
         "../../scripts/attributes_score.py"
 
 
+# The real OFIQ (attributes.ofiq.models_dir set): the shard's images as a folder ofiqpy
+# reads, then ofiqpy in its own environment (numpy < 2, OpenCV 4.5.5, onnxruntime 1.18);
+# attributes_score merges its CSV (facecast.attributes.ofiq_real).
+rule attributes_ofiq_inputs:
+    wildcard_constraints:
+        ds=name_regex(IMAGE_DATASETS),
+    input:
+        manifest=lambda wc: datasets_targets.faces_manifest(config, wc.ds),
+    output:
+        folder=directory(attr_targets.OFIQ_INPUTS),
+        map=attr_targets.OFIQ_MAP,
+    params:
+        root=lambda wc: faces_targets.image_root(config, wc.ds),
+    log:
+        "results/{ds}/logs/attributes/ofiq/{shard}.inputs.log",
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/ofiq_inputs.py"
+
+
+rule attributes_ofiq_run:
+    input:
+        folder=attr_targets.OFIQ_INPUTS,
+    output:
+        attr_targets.OFIQ_CSV,
+    params:
+        models_dir=attr_targets.ofiq_models_dir(config),
+    threads: 1
+    log:
+        "results/{ds}/logs/attributes/ofiq/{shard}.run.log",
+    benchmark:
+        "results/{ds}/runtime/attributes/ofiq/{shard}.run.tsv"
+    conda:
+        "../../envs/ofiq.yaml"
+    shell:
+        "(if [ -z \"$(ls -A {input.folder})\" ]; then"
+        " python -c 'from ofiqpy.output import header; print(header())' > {output};"
+        " else OFIQPY_OFIQ_DATA={params.models_dir:q} ofiqpy -i {input.folder} -o {output};"
+        " fi) > {log} 2>&1"
+
+
 rule attributes_merge:
     wildcard_constraints:
         ds=name_regex(IMAGE_DATASETS),

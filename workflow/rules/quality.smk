@@ -1,6 +1,7 @@
 # Quality vs error and demographics beyond one threshold (issue 15):
 #  - quality_edc: EDC of every quality measure (ISO/IEC 29794-1:2024) per model and protocol
 #    -> results/{ds}/quality/{model}/{protocol}/
+#  - quality_bias: quality per protected group and rejection by group (issue 36), same folder
 #  - demographics: cross-group impostor FMR matrices (NISTIR 8280), per-group thresholds
 #    (BFW), bootstrap bands on ROC/DET and per-group rate curves
 #    -> results/{ds}/demographics/{model}/{protocol}/
@@ -47,6 +48,34 @@ rule quality_edc:
         "../../envs/cpu.yaml"
     script:
         "../../scripts/quality_edc.py"
+
+
+rule quality_bias:
+    input:
+        scores="results/{ds}/eval/{model}/{protocol}.parquet",
+        attributes="results/{ds}/attributes.parquet",
+    output:
+        bias=f"{QUALITY_DIR}/bias.parquet",
+        bias_csv=f"{QUALITY_DIR}/bias.csv",
+        rejection=f"{QUALITY_DIR}/rejection.parquet",
+        rejection_csv=f"{QUALITY_DIR}/rejection.csv",
+        html=report(f"{QUALITY_DIR}/bias.html", **quality_targets.report_kw("quality bias")),
+        png=report(f"{QUALITY_DIR}/bias.png", **quality_targets.report_kw("bias by group")),
+    wildcard_constraints:
+        model=r"[^/]+",
+        protocol=r"[^/]+",
+    params:
+        quality=config.get("quality", {}),
+        fairness=fairness_targets.fairness_groups(config),
+        seed=config["seed"],
+    log:
+        "results/{ds}/logs/quality/bias_{model}_{protocol}.log",
+    benchmark:
+        "results/{ds}/runtime/quality/bias_{model}_{protocol}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/quality_bias.py"
 
 
 rule demographics:

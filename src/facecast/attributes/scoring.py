@@ -76,8 +76,10 @@ class _Runner:
                  threads: int) -> None:
         self.scorer = scorer
         self.cfg = cfg
-        # native measures are numpy on the CPU: no torch import (~3 CPU s) to resolve a device
-        self.device = ("cpu" if scorer == "native"
+        #: (failed rows, message per row) of the last chunk, for scorers that report them
+        self.notes: tuple[np.ndarray, np.ndarray] | None = None
+        # native and ofiq measures are numpy on the CPU: no torch import (~3 CPU s)
+        self.device = ("cpu" if scorer in ("native", "ofiq")
                        else resolve_device(str(cfg.get("device", "auto"))))
         self.batch_size = int(cfg.get("batch_size", 64))
         self.crop = str(cfg.get("crop", "arcface"))
@@ -87,6 +89,14 @@ class _Runner:
             from facecast.attributes.native import NATIVE_COLUMNS
 
             self.descriptions = dict(NATIVE_COLUMNS)
+        elif scorer == "ofiq":
+            from facecast.attributes.ofiq import descriptions
+            from facecast.attributes.ofiq_scorer import OfiqScorer, provenance
+
+            self.model = OfiqScorer()
+            self.crop = "facenet"  # dlib's 68 points need the chin: the box plus margin
+            self.descriptions = descriptions("facecast")
+            self.provenance.update(provenance())
         elif scorer == "pyiqa":
             from facecast.attributes.iqa import IQAScorer, column_name
 
@@ -140,6 +150,10 @@ class _Runner:
                 self.descriptions[f"embed_norm_{m}"] = (f"raw norm of the {m} embedding "
                                                         "before L2 normalisation")
             return out
+        if self.scorer == "ofiq":
+            cols, message, failed = self.model.predict(batch)
+            self.notes = (failed, message)
+            return cols
         if self.scorer == "pyiqa":
             part = self.model.predict(batch.crops[ok], self.batch_size)
         elif self.scorer in ("age_gender", "fairface"):
@@ -169,17 +183,34 @@ def row_status(batch: FaceBatch) -> tuple[np.ndarray, np.ndarray]:
     return status, message
 
 
+def with_notes(status: np.ndarray, message: np.ndarray, failed: np.ndarray,
+               notes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows a scorer could not score become ``landmark_error``; its notes join the
+    message of every scored row."""
+    status = np.where(failed, "landmark_error", status).astype(object)
+    message = np.array(["; ".join(p for p in (m, n) if p) for m, n in
+                        zip(message, notes, strict=True)], dtype=object)
+    return status, message
+
+
 def score_shard(scorer: str, faces_path: str | os.PathLike, out_path: str | os.PathLike,
                 cfg: Mapping[str, Any], *, embed_paths: Mapping[str, str] | None = None,
                 weights: str | None = None, threads: int = 1,
-                provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
+                provenance: Mapping[str, Any] | None = None,
+                ofiq_csv: str | None = None, ofiq_map: str | None = None) -> pd.DataFrame:
     """Run ``scorer`` over a faces shard and write its attribute shard; returns the table.
 
     ``cfg`` is the ``attributes`` config section; ``embed_paths`` maps embedder names to
     this shard's embed Parquet (native scorer); ``weights`` is the checkpoint of the
-    fairface / celeba40 heads. Model files are checked before any row is read.
+    fairface / celeba40 heads; ``ofiq_csv`` / ``ofiq_map``: the real OFIQ's CSV and
+    inputs map of this shard (scorer ofiq with ``attributes.ofiq.models_dir``). Model
+    files are checked before any row is read.
     """
+    if scorer == "ofiq" and ofiq_csv:
+        return _score_real_ofiq(faces_path, out_path, cfg, ofiq_csv, ofiq_map, provenance)
     runner = _Runner(scorer, cfg, weights, threads)
+    if scorer == "ofiq":
+        runner.model.bind(faces_path)
     chunk_rows = int(cfg.get("chunk_rows", 1024))
     parts: list[pd.DataFrame] = []
     n_rows = pq.ParquetFile(faces_path).metadata.num_rows
@@ -187,6 +218,8 @@ def score_shard(scorer: str, faces_path: str | os.PathLike, out_path: str | os.P
         for batch in iter_faces(faces_path, runner.crop, chunk_rows=chunk_rows):
             status, message = row_status(batch)
             cols = runner.score(batch, embed_paths or {})
+            if runner.notes is not None:
+                status, message = with_notes(status, message, *runner.notes)
             frame = pd.DataFrame({"image_id": batch.image_id.astype(str), "status": status,
                                   "message": message})
             for key, vals in cols.items():
@@ -194,13 +227,43 @@ def score_shard(scorer: str, faces_path: str | os.PathLike, out_path: str | os.P
             parts.append(frame)
             bar.update(len(batch))
     table = pd.concat(parts, ignore_index=True)
+    return _write_shard(table, out_path, scorer, runner.descriptions,
+                        dict(provenance or {}) | {"stage": "attributes", **runner.provenance})
+
+
+def _score_real_ofiq(faces_path: str | os.PathLike, out_path: str | os.PathLike,
+                     cfg: Mapping[str, Any], csv_path: str, map_path: str | None,
+                     provenance: Mapping[str, Any] | None) -> pd.DataFrame:
+    """The ofiq scorer's shard from the real OFIQ's CSV (:mod:`facecast.attributes.ofiq_real`)
+    on the faces shard's rows; a row the faces stage could not use keeps its status."""
+    from facecast.attributes.ofiq import descriptions
+    from facecast.attributes.ofiq_real import models_dir, real_ofiq_columns
+    from facecast.attributes.ofiq_real import provenance as real_provenance
+
+    if not map_path:
+        raise ValueError("the real OFIQ's CSV needs its inputs map (ofiq_map)")
+    faces = pq.read_table(faces_path, columns=["image_id", "status", "message"]).to_pandas()
+    ids = faces["image_id"].astype(str).to_numpy()
+    cols, status, message = real_ofiq_columns(ids, csv_path, map_path)
+    table = pd.DataFrame({"image_id": ids, "status": status, "message": message})
+    for key, vals in cols.items():
+        table[key] = vals
+    prov = dict(provenance or {}) | {"stage": "attributes", "scorer": "ofiq", "device": "cpu",
+                                     **real_provenance(models_dir(cfg))}
+    return _write_shard(table, out_path, "ofiq", descriptions("ofiq"), prov)
+
+
+def _write_shard(table: pd.DataFrame, out_path: str | os.PathLike, scorer: str,
+                 descriptions: Mapping[str, str], prov: Mapping[str, Any]) -> pd.DataFrame:
+    """Write an attribute shard (string ids/status/message, float64 attributes, column
+    descriptions in the footer); returns ``table``."""
     fields = [pa.field("image_id", pa.string()), pa.field("status", pa.string()),
               pa.field("message", pa.string())]
     fields += [pa.field(c, pa.float64()) for c in table.columns[3:]]
-    meta = {COLUMNS_KEY: json.dumps({c: runner.descriptions.get(c, "") for c in table.columns[3:]}),
+    meta = {COLUMNS_KEY: json.dumps({c: descriptions.get(c, "") for c in table.columns[3:]}),
             "facecast.scorer": scorer}
-    prov = dict(provenance or {}) | {"stage": "attributes", **runner.provenance}
-    write_parquet(table, out_path, provenance=prov, schema=pa.schema(fields), metadata=meta)
+    write_parquet(table, out_path, provenance=dict(prov), schema=pa.schema(fields),
+                  metadata=meta)
     log.info("%s: %d rows (%d scored), columns %s", scorer, len(table),
              int((table["status"] == "ok").sum()), list(table.columns[3:]))
     return table

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["merge_attributes", "resolve_device", "score_shard", "train_model",
-           "write_cast_attributes"]
+           "write_cast_attributes", "write_ofiq_inputs"]
 
 
 def resolve_device(device: str) -> str:
@@ -42,6 +42,17 @@ def score_shard(scorer: str, faces_path: str | os.PathLike, out_path: str | os.P
     from facecast.attributes.scoring import score_shard as score
 
     return score(scorer, faces_path, out_path, cfg, **kwargs)
+
+
+def write_ofiq_inputs(manifest: str | os.PathLike, shard: str, root: str | os.PathLike,
+                      folder: str | os.PathLike, map_path: str | os.PathLike) -> pd.DataFrame:
+    """The folder of one manifest shard's images that ofiqpy reads and its map to image ids
+    (:func:`facecast.attributes.ofiq_real.write_ofiq_inputs`), for the real OFIQ."""
+    from facecast.attributes.ofiq_real import write_ofiq_inputs as write
+    from facecast.datasets.manifest import read_shard
+
+    rows = read_shard(manifest, shard, columns=["image_id", "path", "status"])
+    return write(rows, root, folder, map_path)
 
 
 def train_model(manifest: str | os.PathLike, faces_files: Sequence[str],

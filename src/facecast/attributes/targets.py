@@ -49,9 +49,31 @@ def head_weights(config: Mapping[str, Any], ds: str, scorer: str) -> str:
     return ""
 
 
+#: the real OFIQ's files per manifest shard (attributes.ofiq.models_dir set): the folder
+#: of images ofiqpy reads, its map to image ids, and ofiqpy's CSV
+OFIQ_INPUTS = "results/{ds}/attributes/ofiq/{shard}.inputs"
+OFIQ_MAP = "results/{ds}/attributes/ofiq/{shard}.map.tsv"
+OFIQ_CSV = "results/{ds}/attributes/ofiq/{shard}.ofiq.csv"
+
+
+def ofiq_models_dir(config: Mapping[str, Any]) -> str:
+    """``attributes.ofiq.models_dir`` ('' = facecast's own approximation of the ofiq
+    components; a folder = the real OFIQ through ofiqpy)."""
+    return str((_cfg(config).get("ofiq") or {}).get("models_dir") or "")
+
+
+def uses_real_ofiq(config: Mapping[str, Any]) -> bool:
+    """True when the ofiq scorer runs and runs the real OFIQ."""
+    return "ofiq" in active_scorers(_cfg(config)) and bool(ofiq_models_dir(config))
+
+
 def score_inputs(config: Mapping[str, Any], ds: str, scorer: str, shard: str) -> dict[str, str]:
-    """Inputs of one attributes_score job: faces shard (+ embed shards, + head checkpoint)."""
+    """Inputs of one attributes_score job: faces shard (+ embed shards, + head checkpoint,
+    + the real OFIQ's CSV and map)."""
     out = {"faces": f"results/{ds}/faces/{shard}.parquet"}
+    if scorer == "ofiq" and ofiq_models_dir(config):
+        out["ofiq_csv"] = OFIQ_CSV.format(ds=ds, shard=shard)
+        out["ofiq_map"] = OFIQ_MAP.format(ds=ds, shard=shard)
     if scorer == "native" and _cfg(config).get("embed_norms", True):
         for model in embed_models(config):
             out[f"embed_{model}"] = f"results/{ds}/embed/{model}/{shard}.parquet"

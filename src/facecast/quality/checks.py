@@ -28,7 +28,21 @@ def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
 
 def _is_quality_namespace(name: str) -> bool:
     return (name in NATIVE_DIRECTIONS or name.startswith("iqa_")
-            or name.startswith("embed_norm_"))
+            or name.startswith("embed_norm_") or name.startswith("ofiq_"))
+
+
+def bias_errors(config: Mapping[str, Any]) -> list[str]:
+    """``quality.bias``: rejection fractions in (0, 1), at least 2 identities a group."""
+    errs = []
+    b = section(section(config, "quality"), "bias")
+    for i, q in enumerate(b.get("reject") or []):
+        if not isinstance(q, (int, float)) or not 0 < float(q) < 1:
+            errs.append(f"quality.bias.reject[{i}]: {q!r} must lie in (0, 1)")
+    m = b.get("min_identities", 2)
+    if not isinstance(m, int) or m < 2:
+        errs.append(f"quality.bias.min_identities: {m!r} must be an integer >= 2 (a "
+                    "bootstrap over identities needs two)")
+    return errs
 
 
 def config_errors(config: Mapping[str, Any]) -> list[str]:
@@ -49,6 +63,7 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
         v = t.get("value", 1e-3)
         if not isinstance(v, (int, float)) or not 0 < float(v) < 1:
             errs.append(f"quality.threshold.value: {v!r} must lie in (0, 1)")
+        errs += bias_errors(config)
         for col, d in (q.get("directions") or {}).items():
             if d not in DIRECTIONS:
                 errs.append(f"quality.directions.{col}: {d!r} is not one of {list(DIRECTIONS)}")

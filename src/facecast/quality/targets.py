@@ -23,7 +23,7 @@ from facecast.fairness.targets import (
 )
 from facecast.quality.columns import select_columns
 
-__all__ = ["QUALITY_DIR", "datasets", "enabled", "models", "protocols",
+__all__ = ["QUALITY_DIR", "bias_enabled", "datasets", "enabled", "models", "protocols",
            "quality_columns", "report_kw", "skip_reason", "targets"]
 
 #: where rule ``quality_edc`` writes
@@ -81,9 +81,18 @@ def targets(config: Mapping[str, Any], ds: str) -> list[str]:
     protocol)'s EDC ranking."""
     if not enabled(config) or ds not in datasets(config) or skip_reason(config, ds):
         return []
-    return [f"results/{ds}/quality/{m}/{p}/ranking.csv"
+    names = ["ranking.csv", *(["bias.csv"] if bias_enabled(config) else [])]
+    return [f"results/{ds}/quality/{m}/{p}/{name}"
             for m in models(config) for p in protocols(config)
-            if protocol_applies(config, ds, p)]
+            if protocol_applies(config, ds, p) for name in names]
+
+
+def bias_enabled(config: Mapping[str, Any]) -> bool:
+    """Whether ``quality.bias`` (quality per protected group, rule quality_bias) runs:
+    on by default, and only with protected groups to compare."""
+    q = config.get("quality") or {}
+    fair = config.get("fairness") or {}
+    return bool((q.get("bias") or {}).get("enabled", True)) and bool(fair.get("protected"))
 
 
 def report_kw(name: str) -> dict[str, Any]:

@@ -1,0 +1,139 @@
+"""The ``ofiq`` scorer: OFIQ's components (:mod:`facecast.attributes.ofiq`) for a faces
+shard, from the stored facenet crops, the detection boxes and dlib's 68 landmarks.
+
+Per row with a facenet crop: dlib's 68 points are fitted inside the detection box (mapped
+into the crop) and mapped back to whole image pixels; a similarity to OFIQ's reference
+points aligns the face (:data:`facecast.attributes.ofiq_measures.FRAME` px, warped from
+the crop in one step); the pixel components come from the aligned face, the geometric ones
+from the landmarks, the pose from the five points derived from them
+(:func:`facecast.attributes.pose.head_pose`), SingleFacePresent from ``n_faces``. Every
+row keeps a status: ``ok``, or ``landmark_error`` (the fit failed: message says why);
+rows without a crop get the scorer's usual ``no_crop`` / faces status.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from facecast.attributes import ofiq_landmarks as lm
+from facecast.attributes.inputs import CROP_SIZES, FaceBatch
+from facecast.attributes.ofiq import OFIQ_COMPONENTS, column, quality_value
+from facecast.attributes.ofiq_measures import FRAME, align_face, pixel_natives
+from facecast.attributes.pose import head_pose
+from facecast.faces.align import FACENET_MARGIN, compose_affine, facenet_box
+from facecast.io.parquet_io import read_provenance
+
+log = logging.getLogger("facecast.attributes")
+
+_POSE = {"HeadPoseYaw": "yaw", "HeadPosePitch": "pitch", "HeadPoseRoll": "roll"}
+
+
+def shard_context(faces_path: str | os.PathLike) -> tuple[dict[str, float], float]:
+    """``{image_id: n_faces}`` of a faces shard and the facenet crop's margin (from the
+    shard's provenance; facenet-pytorch's 14 where it is not recorded)."""
+    names = pq.read_schema(faces_path).names
+    n_faces: dict[str, float] = {}
+    if "n_faces" in names:
+        t = pq.read_table(faces_path, columns=["image_id", "n_faces"]).to_pandas()
+        vals = t["n_faces"].astype("float64").to_numpy()
+        n_faces = dict(zip(t["image_id"].astype(str), vals, strict=True))
+    prov = read_provenance(faces_path)
+    margin = (prov.get("faces_config") or {}).get("facenet_margin")
+    if margin is None:
+        log.info("ofiq: %s records no faces.facenet_margin; assuming %s", faces_path,
+                 FACENET_MARGIN)
+        margin = FACENET_MARGIN
+    return n_faces, float(margin)
+
+
+def crop_frame(bbox: np.ndarray, width: float, height: float, size: int,
+               margin: float) -> tuple[np.ndarray, np.ndarray]:
+    """The detection box in facenet-crop pixels and the 2x3 crop -> image matrix."""
+    x1, y1, x2, y2 = facenet_box(bbox, (int(width), int(height)), size, margin)
+    sx, sy = size / (x2 - x1), size / (y2 - y1)
+    box = np.array([(bbox[0] - x1) * sx, (bbox[1] - y1) * sy,
+                    (bbox[2] - x1) * sx, (bbox[3] - y1) * sy])
+    return box, np.array([[1.0 / sx, 0.0, x1], [0.0, 1.0 / sy, y1]])
+
+
+class OfiqScorer:
+    """dlib's predictor, loaded once; scores :class:`FaceBatch` chunks of facenet crops."""
+
+    def __init__(self) -> None:
+        self.predictor = lm.load_predictor()
+        self.n_faces: dict[str, float] = {}
+        self.margin = float(FACENET_MARGIN)
+
+    def bind(self, faces_path: str | os.PathLike) -> None:
+        """Read the shard's ``n_faces`` and facenet margin before its chunks are scored."""
+        self.n_faces, self.margin = shard_context(faces_path)
+
+    def landmarks(self, batch: FaceBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Whole-pixel image landmarks (N, 68, 2), crop -> image matrices (N, 2, 3), and
+        the fit's error message per row ('' when it worked; NaN points otherwise)."""
+        n, size = len(batch), CROP_SIZES["facenet"]
+        pts = np.full((n, 68, 2), np.nan)
+        to_img = np.full((n, 2, 3), np.nan)
+        err = np.full(n, "", dtype=object)
+        for i in np.flatnonzero(batch.has_crop):
+            b = batch.bbox[i]
+            if not (np.isfinite(b).all() and np.isfinite([batch.image_width[i],
+                                                          batch.image_height[i]]).all()):
+                err[i] = "no detection box or image size to place dlib's landmarks"
+                continue
+            try:
+                box, to_img[i] = crop_frame(b, batch.image_width[i], batch.image_height[i],
+                                            size, self.margin)
+                p = lm.fit_68(self.predictor, batch.crops[i], box)
+                pts[i] = lm.c_round(p @ to_img[i][:, :2].T + to_img[i][:, 2])
+            except Exception as exc:  # a bad row keeps a status, the job goes on
+                err[i] = f"dlib 68-point fit failed: {type(exc).__name__}: {exc}"
+        return pts, to_img, err
+
+    def predict(self, batch: FaceBatch) -> tuple[dict[str, np.ndarray], np.ndarray,
+                                                 np.ndarray]:
+        """Every ``ofiq_*`` column (N,) for a chunk, a message per row, and which rows
+        have a crop but no landmarks (status ``landmark_error``)."""
+        n = len(batch)
+        pts, to_img, err = self.landmarks(batch)
+        fit = np.isfinite(pts).all((1, 2))
+        natives = {c: np.full(n, np.nan) for c in OFIQ_COMPONENTS}
+        notes = [[e] if e else [] for e in err]
+        align = lm.alignment(pts, FRAME)
+        aligned_pts = np.full_like(pts, np.nan)
+        for i in np.flatnonzero(fit):
+            aligned_pts[i] = lm.c_round(pts[i] @ align[i][:, :2].T + align[i][:, 2])
+            face, footprint = align_face(batch.crops[i], compose_affine(align[i], to_img[i]))
+            vals, note = pixel_natives(face, footprint, aligned_pts[i])
+            for k, v in vals.items():
+                natives[k][i] = v
+            if note:
+                notes[i].append(note)
+        pose = head_pose(lm.five_points(pts))
+        for comp, key in _POSE.items():
+            natives[comp] = pose[key]
+        natives.update(lm.geometry_natives(pts, aligned_pts, pose["yaw"], batch.image_width,
+                                           batch.image_height))
+        ids = batch.image_id.astype(str)
+        f, f_msg = lm.single_face(np.array([self.n_faces.get(i, np.nan) for i in ids]))
+        natives["SingleFacePresent"] = np.where(fit, f, np.nan)
+        out: dict[str, np.ndarray] = {}
+        for comp in OFIQ_COMPONENTS:
+            v = np.where(fit, natives[comp], np.nan)
+            out[column(comp)] = quality_value(comp, v)
+            out[column(comp, True)] = v
+        message = np.array(["; ".join([*nt, f_msg[i]] if fit[i] and f_msg[i] else nt)
+                            for i, nt in enumerate(notes)], dtype=object)
+        return out, message, batch.has_crop & ~fit
+
+
+def provenance() -> dict[str, Any]:
+    """What the scorer's output says about itself (``ofiq_source: facecast``)."""
+    return {"ofiq_source": "facecast", "ofiq_landmarks": "dlib shape_predictor_68",
+            "ofiq_frame": FRAME, "ofiq_conformant": False,
+            "ofiq_reference": "BSI-OFIQ/OFIQ-Project measures and data/ofiq_config.jaxn"}
