@@ -100,7 +100,7 @@ def demo_test_config() -> dict:
     cfg["embed"]["models"] = {"lbp": {"backend": "lbp", "pca_dim": 32},
                               "dlib": {"backend": "dlib_resnet"}}
     cfg["embed"]["batch_size"] = 32
-    cfg["attributes"]["scorers"] = ["native", "age_gender", "celeba40"]
+    cfg["attributes"]["scorers"] = ["native", "ofiq", "age_gender", "celeba40"]
     cfg["attributes"]["trainer"] = {"enabled": True, "epochs": 1, "input_size": 32,
                                     "labels": ["glasses", "hat"]}
     cfg["correlations"]["methods"] = ["pearson"]

@@ -41,9 +41,12 @@ def enabled(cfg: dict, section: str) -> bool:
 
 
 def test_size_options() -> None:
-    """The default is the quick size, ``--full`` the 42M goal, ``--n-images`` anything."""
-    assert dag_scale.parse_args([]).n_images == dag_scale.DEFAULT_IMAGES < 10_000_000
-    assert dag_scale.parse_args(["--full"]).n_images == 42_000_000
+    """The default runs the quick size, then the 42M goal; ``--full`` the goal alone,
+    ``--n-images`` anything."""
+    both = dag_scale.parse_args([])
+    assert both.sizes == [dag_scale.DEFAULT_IMAGES, 42_000_000]
+    assert both.n_images == dag_scale.DEFAULT_IMAGES < 10_000_000
+    assert dag_scale.parse_args(["--full"]).sizes == [42_000_000]
     assert dag_scale.parse_args(["--n-images", "50000"]).n_images == 50_000
     assert dag_scale.parse_args(["--images", "7"]).n_images == 7  # the old spelling
     with pytest.raises(SystemExit):

@@ -237,7 +237,37 @@ rule train_subset_folder:
         "../../scripts/train_subset.py"
 
 
+# Mined benchmarks as insightface verification .bin files (export.bins): one benchmark,
+# or consecutive equal blocks as CAST's cc11.bin; logic: facecast.analysis.bins.
+
+rule export_bin:
+    input:
+        unpack(
+            lambda wc: analysis_targets.bin_export_inputs(config, wc.ds, wc.name, FACES_INDEX)
+        ),
+    output:
+        bin=analysis_targets.BIN_EXPORT,
+        pairs="results/{ds}/bins/{name}.pairs.parquet",
+        meta="results/{ds}/bins/{name}.json",
+    params:
+        cfg=lambda wc: analysis_targets.bin_exports(config)[wc.name],
+        seed=config["seed"],
+    wildcard_constraints:
+        name=name_regex(list(analysis_targets.bin_exports(config))),
+        ds=name_regex(analysis_targets.bin_export_datasets(config)),
+    log:
+        "results/{ds}/logs/analysis/export_bin_{name}.log",
+    benchmark:
+        "results/{ds}/runtime/analysis/export_bin_{name}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/export_bin.py"
+
+
 DEFAULT_TARGETS.append(lambda ds: analysis_targets.analysis_targets(config, ds))
 ARRAY_TARGETS.append(lambda ds: analysis_targets.analysis_targets(config, ds))
 DEFAULT_TARGETS.append(lambda ds: analysis_targets.train_subset_targets(config, ds))
 ARRAY_TARGETS.append(lambda ds: analysis_targets.train_subset_targets(config, ds))
+DEFAULT_TARGETS.append(lambda ds: analysis_targets.bin_export_targets(config, ds))
+ARRAY_TARGETS.append(lambda ds: analysis_targets.bin_export_targets(config, ds))

@@ -116,7 +116,7 @@ def column_references(config: Mapping[str, Any]) -> list[tuple[str, str, list[st
 def cast_filter_errors(config: Mapping[str, Any]) -> list[str]:
     """CAST tuples that are not ``[attribute, class]`` / ``[attribute, rank | abs, lo, hi]``
     with ordered bounds (rank: percents 0-100)."""
-    from facecast.analysis.cast_filters import parse_cast_filter
+    from facecast.analysis.cast_tuples import parse_cast_filter
     from facecast.analysis.filtering import FilterError
 
     errors: list[str] = []
@@ -130,10 +130,26 @@ def cast_filter_errors(config: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def cast_nan_errors(config: Mapping[str, Any]) -> list[str]:
+    """``cast_nan: drop`` without a ``cast_arrays`` dataset: it would change nothing (only
+    that kind's manifest marks rows with a NaN cell, status ``nan_attribute``; attribute
+    tables keep such rows and each filter decides on its own column)."""
+    if any(spec.get("kind") == "cast_arrays" for spec in datasets_of(config).values()):
+        return []
+    return [f"benchmarks.{bench}.cast_nan: drop applies to cast_arrays datasets only (rows "
+            "with a NaN attribute cell, status nan_attribute); no dataset here is one, so it "
+            "would change nothing - remove it"
+            for bench, bcfg in section(config, "benchmarks").items()
+            if str((bcfg or {}).get("cast_nan", "cast")) == "drop"]
+
+
 def config_errors(config: Mapping[str, Any]) -> list[str]:
     """The analysis stage's checks."""
-    errors: list[str] = (cast_filter_errors(config) + train_subset_errors(config)
-                         + level_errors(config))
+    from facecast.analysis.bin_checks import bin_export_errors
+
+    errors: list[str] = (cast_filter_errors(config) + cast_nan_errors(config)
+                         + train_subset_errors(config) + level_errors(config)
+                         + bin_export_errors(config))
     models = embed_model_names(config)
     ref = str(section(config, "mining").get("reference_model") or "")
     if ref and ref not in models:

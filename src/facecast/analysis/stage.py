@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facecast.analysis.cast_filters import build_array_subset, parse_cast_filters
+from facecast.analysis.cast_filters import build_array_subset
+from facecast.analysis.cast_tuples import argsort_platform, parse_cast_filters
 from facecast.analysis.correlations import write_correlations
 from facecast.analysis.exports import image_numbers, write_cast_lists, write_lfw_pairs
 from facecast.analysis.filtering import DEFAULT_STATUSES, build_subset, parse_filters
@@ -50,8 +51,9 @@ from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 
 __all__ = ["PER_BENCHMARK_MINING_KEYS", "benchmark_mining_config", "benchmark_seed",
-           "build_array_subset", "build_benchmark_subset", "build_train_subset", "mine_benchmark",
-           "write_correlations", "write_template_attributes"]
+           "build_array_subset", "build_benchmark_subset", "build_train_subset",
+           "export_benchmark_bin", "mine_benchmark", "write_correlations",
+           "write_template_attributes"]
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +95,10 @@ def build_benchmark_subset(attributes_path: str | os.PathLike,
     ``description.txt``; return the counts (:func:`facecast.analysis.filtering.build_subset`)."""
     parsed = (parse_filters(filters, bench, rank_method)
               + parse_cast_filters(cast_filters, bench, cast_ties))
+    # the platform of numpy's argsort decides which tied rows a CAST rank cut keeps
     return build_subset(attributes_path, parsed, subset_path, description_path,
-                        statuses=statuses, provenance=provenance)
+                        statuses=statuses, provenance={**(provenance or {}),
+                                                       "argsort_platform": argsort_platform()})
 
 
 def write_template_attributes(tid_mid_path: str | os.PathLike,
@@ -245,7 +249,7 @@ def build_train_subset(subset_path: str | os.PathLike, manifest_path: str | os.P
         select_training_subset,
         write_training_subset,
     )
-    from facecast.datasets.cast_arrays import read_column_names
+    from facecast.datasets.cast_arrays import as_str, read_column_names
     from facecast.datasets.targets import dataset_root
     from facecast.io.parquet_io import read_provenance
 
@@ -265,8 +269,9 @@ def build_train_subset(subset_path: str | os.PathLike, manifest_path: str | os.P
         pool, balance_by=col, per_class=cfg.get("per_class", "equal"),
         min_images_per_identity=int(cfg.get("min_images_per_identity", 2)),
         max_images_per_identity=int(cfg.get("max_images_per_identity", 0)), seed=seq)
-    if arrays:
-        sel["path"] = sel["image_id"]
+    if arrays:    # paths.npy's path (a nan_attribute row's image_id is <path>//row<n>)
+        sel["path"] = as_str(np.load(spec["paths"], mmap_mode="r")
+                             [sel["row"].to_numpy()]).tolist()
     else:
         ids = sel["image_id"].tolist()
         m = read_parquet(manifest_path, columns=["image_id", "path"],
@@ -285,3 +290,18 @@ def build_train_subset(subset_path: str | os.PathLike, manifest_path: str | os.P
     log.info("training subset %s: %d images of %d identities%s", name, report["n_images"],
              report["n_identities"], " (SHORTFALL)" if report.get("shortfall") else "")
     return report
+
+
+def export_benchmark_bin(sources: Mapping[str, str | os.PathLike],
+                         faces_index: str | os.PathLike, out_bin: str | os.PathLike, *,
+                         name: str, cfg: Mapping[str, Any], seed: int,
+                         provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``.bin`` export ``name`` (``export.bins.<name>`` = ``cfg``; rule ``export_bin``) of
+    the benchmarks' ``pairs.parquet`` (``sources``, in order) with the crops of the faces
+    shards ``faces_index`` lists -> ``out_bin`` and its sidecars
+    (:func:`facecast.analysis.bins.export_bin`); return the ``.json`` sidecar's content."""
+    from facecast.analysis.bins import export_bin
+    from facecast.io.shard_index import shard_files
+
+    return export_bin(sources, shard_files(faces_index), out_bin, name=name, cfg=cfg,
+                      seed=seed, provenance=provenance)

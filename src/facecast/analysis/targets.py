@@ -211,3 +211,48 @@ def train_subset_targets(config: Mapping[str, Any], ds: str) -> list[str]:
         return []
     return [f"{TRAIN_SUBSET_DIR.format(ds=ds, name=n)}/selection.parquet"
             for n in train_subsets(config)]
+
+
+#: where ``.bin`` export ``<name>`` of dataset ``<ds>`` goes (sidecars beside it)
+BIN_EXPORT = "results/{ds}/bins/{name}.bin"
+
+
+def bin_exports(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``export.bins``: name -> its config block."""
+    return dict((config.get("export", {}) or {}).get("bins", {}) or {})
+
+
+def bin_export_datasets(config: Mapping[str, Any]) -> list[str]:
+    """Datasets a ``.bin`` export is written for: mined pairs (image level, not a ``.bin``
+    dataset) and aligned crops (faces shards: not a ``cast_arrays`` dataset without
+    ``root``)."""
+    return [ds for ds in image_level_datasets(config)
+            if not is_bin_dataset(config, ds) and (not arrays_only(config, ds)
+                                                   or pooled(config, ds))]
+
+
+def bin_export_ready(config: Mapping[str, Any], ds: str, name: str) -> bool:
+    """Whether every benchmark of export ``name`` gets mined pairs on ``ds`` (what
+    :func:`analysis_targets` asks for)."""
+    benches = list((bin_exports(config).get(name) or {}).get("benchmarks") or [])
+    if ds not in bin_export_datasets(config) or not benches:
+        return False
+    return all(bench_mode(config, b) == "cast_random" or bool(reference_model(config))
+               for b in benches)
+
+
+def bin_export_inputs(config: Mapping[str, Any], ds: str, name: str,
+                      faces_index: str) -> dict[str, str]:
+    """Inputs of rule ``export_bin``: each benchmark's ``pairs.parquet`` (key
+    ``pairs_<benchmark>``, in the export's order) and the faces index (the crops)."""
+    cfg = bin_exports(config)[name] or {}
+    out = {f"pairs_{b}": f"results/{ds}/benchmarks/{b}/pairs.parquet"
+           for b in cfg.get("benchmarks") or []}
+    out["faces"] = faces_index.format(ds=ds)
+    return out
+
+
+def bin_export_targets(config: Mapping[str, Any], ds: str) -> list[str]:
+    """Each ``.bin`` export of ``ds`` (its ``.json`` and ``.pairs.parquet`` come along)."""
+    return [BIN_EXPORT.format(ds=ds, name=n) for n in bin_exports(config)
+            if bin_export_ready(config, ds, n)]

@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facecast.fairness.bias import fairface_bias, legitimate_subsets
+from facecast.evaluate.metrics import far_resolvable, min_impostors
+from facecast.fairness.bias import BiasResult, fairface_bias, legitimate_subsets
 from facecast.fairness.bootstrap import bootstrap
 from facecast.fairness.groups import annotate_pairs, image_labels, parse_specs
 from facecast.fairness.hardpairs import hard_pairs_grid, hardest_pairs, load_tiles
@@ -45,7 +46,6 @@ from facecast.fairness.soft import category_probs, soft_accuracy
 from facecast.fairness.tables import group_table, report_views, to_markdown
 from facecast.fairness.threshold import (
     disparity,
-    fmr_resolvable,
     group_rates,
     sweep_rates,
     thresholds_at_fmr,
@@ -119,13 +119,13 @@ def _thresholds(ann: pd.DataFrame, cfg: Mapping[str, Any],
     basis = (reuse["n_impostor"].to_numpy() if reuse is not None and "n_impostor" in reuse
              else np.full(len(values), imp.size))  # impostors the threshold was set from
     resolvable = (reuse["resolvable"].to_numpy(bool) if reuse is not None
-                  and "resolvable" in reuse else fmr_resolvable(basis, targets))
+                  and "resolvable" in reuse else far_resolvable(basis, targets))
     for name, ok, n, target in zip(names, np.atleast_1d(resolvable), basis, targets,
                                    strict=True):
         if not ok:
             log.warning("threshold %s needs at least %d impostor pairs, it rests on %d: "
                         "flagged unresolvable, shown as n/a", name,
-                        int(np.ceil(1.0 / target - 1e-9)), n)
+                        min_impostors(target), n)
     return pd.DataFrame({"name": names, "threshold": values, "target_fmr": targets,
                          "source": source, "fmr_reached": fmr,
                          "false_matches": [(imp >= t).sum() for t in values],
@@ -181,6 +181,42 @@ def run_fairness(scores_path: str | os.PathLike, attributes_path: str | os.PathL
     out.mkdir(parents=True, exist_ok=True)
     prov = {**dict(provenance or {}), "stage": "fairness", "model": model,
             "protocol": protocol}
+    ann, attrs, legitimate = _annotated_pairs(scores_path, attributes_path, cfg)
+    log.info("%s/%s: %d pairs, statuses %s", model, protocol, len(ann),
+             ann["status"].value_counts().to_dict())
+    write_parquet(ann, out / "pairs.parquet", provenance=prov)
+    valid = _valid_pairs(ann)
+    res, groups, subsets = _bias(valid, legitimate, cfg)
+    write_frame(res.cells, out, "cells", prov)
+    write_frame(groups, out, "groups", prov)
+    write_frame(subsets, out, "subsets", prov)
+    reuse = read_parquet(reuse_thresholds) if reuse_thresholds else None
+    thr, rates = _thresholds_and_rates(valid, cfg, reuse)
+    write_frame(thr, out, "thresholds", prov)
+    write_frame(rates, out, "rates", prov)
+    replicates, unc = _uncertainty(valid, thr, cfg, reuse, seed)
+    write_parquet(replicates, out / "bootstrap.parquet", provenance=prov)
+    write_frame(unc, out, "uncertainty", prov)
+    soft = _soft_accuracy(valid, attrs, thr, cfg)
+    write_frame(soft, out, "soft_accuracy", prov)
+    hard = hardest_pairs(valid[valid["in_reference"]], int(cfg.get("hard_pairs", 8)))
+    write_frame(hard, out, "hard_pairs", prov)
+    _plot_hard_pairs(hard, out / "hard_pairs.png", faces_paths, manifest_path, dataset_root)
+    _plot_rates(valid, thr, cfg, out, f"{model} on {protocol}")
+    write_interchange(ann, out / "predictions.csv", out / "pairs.csv")
+    summary = _summary(model, protocol, res, ann, valid, thr, cfg)
+    write_frame(pd.DataFrame([summary]), out, "summary", prov)
+    write_report(out / "report.md", summary=summary, ann=ann, groups=groups, subsets=subsets,
+                 thresholds=thr, rates=rates, uncertainty=unc, soft=soft, hard=hard, cfg=cfg)
+    return summary
+
+
+def _annotated_pairs(scores_path: str | os.PathLike, attributes_path: str | os.PathLike,
+                     cfg: Mapping[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, list[Any]]:
+    """Every scored pair with its groups, combination, status and membership
+    (:func:`annotate_pairs`; numeric label and float64 score), the attribute rows of the
+    pairs' identities and the legitimate-attribute specs. Raises when the pairs lack
+    identities or the config names no protected attribute."""
     pairs = _read_scores(scores_path)
     if "identity_a" not in pairs.columns or "identity_b" not in pairs.columns:
         raise ValueError(f"{scores_path} lacks identity_a/identity_b")
@@ -195,34 +231,51 @@ def run_fairness(scores_path: str | os.PathLike, attributes_path: str | os.PathL
                          mixed_pairs=cfg.get("mixed_pairs", "reference"))
     ann["label"] = pd.to_numeric(ann["label"], errors="coerce")
     ann["score"] = pd.to_numeric(ann["score"], errors="coerce").astype(np.float64)
-    log.info("%s/%s: %d pairs, statuses %s", model, protocol, len(ann),
-             ann["status"].value_counts().to_dict())
-    write_parquet(ann, out / "pairs.parquet", provenance=prov)
+    return ann, attrs, legitimate
 
+
+def _valid_pairs(ann: pd.DataFrame) -> pd.DataFrame:
+    """The pairs in the reference set or in a cell, renumbered, with an int label."""
     valid = ann[ann["in_reference"] | ann["in_cells"]].reset_index(drop=True)
     valid["label"] = valid["label"].astype(int)
-    scores = valid["score"].to_numpy(np.float64)
-    y = valid["label"].to_numpy(bool)
-    min_pairs = int(cfg.get("min_pairs", 10))
-    min_groups = int(cfg.get("min_groups", 1))
+    return valid
+
+
+def _scores_labels(valid: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The valid pairs' scores (float64) and genuine flags (bool)."""
+    return valid["score"].to_numpy(np.float64), valid["label"].to_numpy(bool)
+
+
+def _bias(valid: pd.DataFrame, legitimate: Sequence[Any], cfg: Mapping[str, Any]
+          ) -> tuple[BiasResult, pd.DataFrame, pd.DataFrame]:
+    """The FairFace bias metric (cells, Bias+, Bias-, accuracy), its per-group table
+    (A7/A8) and its per legitimate-attribute subset table (A9-A14)."""
+    scores, y = _scores_labels(valid)
     res = fairface_bias(scores, y, valid["group"].to_numpy(object),
                         valid["combo"].to_numpy(object), valid["in_cells"].to_numpy(bool),
-                        valid["in_reference"].to_numpy(bool), min_pairs=min_pairs,
-                        min_groups=min_groups)
-    write_frame(res.cells, out, "cells", prov)
+                        valid["in_reference"].to_numpy(bool),
+                        min_pairs=int(cfg.get("min_pairs", 10)),
+                        min_groups=int(cfg.get("min_groups", 1)))
     groups = group_table(res.groups) if len(res.groups) else res.groups
-    write_frame(groups, out, "groups", prov)
     subsets = legitimate_subsets(res.cells, [s.name for s in legitimate])
-    write_frame(subsets, out, "subsets", prov)
+    return res, groups, subsets
 
-    # global thresholds
-    reuse = read_parquet(reuse_thresholds) if reuse_thresholds else None
+
+def _rate_groups(valid: pd.DataFrame) -> np.ndarray:
+    """Each valid pair's group for the per-group error rates (None for mixed pairs)."""
+    return np.where(valid["status"].to_numpy(object) == "mixed", None,
+                    valid["group"].to_numpy(object))
+
+
+def _thresholds_and_rates(valid: pd.DataFrame, cfg: Mapping[str, Any],
+                          reuse: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The global thresholds (:func:`_thresholds`) with their disparity measures at
+    ``alpha``, and FMR/FNMR per group and threshold with intervals."""
+    scores, y = _scores_labels(valid)
     thr = _thresholds(valid, cfg, reuse)
     alpha = float(cfg.get("alpha", 0.5))
     conf = float(cfg.get("confidence", 0.95))
-    grp_for_rates = np.where(valid["status"].to_numpy(object) == "mixed", None,
-                             valid["group"].to_numpy(object))
-    rates = group_rates(scores, y, grp_for_rates, thr["threshold"].to_numpy(),
+    rates = group_rates(scores, y, _rate_groups(valid), thr["threshold"].to_numpy(),
                         confidence=conf, method=cfg.get("interval", "wilson"))
     rates.insert(0, "threshold_name", thr["name"].to_numpy()[rates["threshold_index"]])
     disp_rows = []
@@ -231,20 +284,29 @@ def run_fairness(scores_path: str | os.PathLike, attributes_path: str | os.PathL
         disp_rows.append(disparity(sub["fmr"].to_numpy(), sub["fnmr"].to_numpy(), alpha))
     thr = pd.concat([thr, pd.DataFrame(disp_rows)], axis=1)
     thr["alpha"] = alpha
-    write_frame(thr, out, "thresholds", prov)
-    write_frame(rates, out, "rates", prov)
+    return thr, rates
 
-    # uncertainty
+
+def _uncertainty(valid: pd.DataFrame, thr: pd.DataFrame, cfg: Mapping[str, Any],
+                 reuse: pd.DataFrame | None, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Identity-clustered bootstrap (``n_boot``, seeded): the replicates and per metric
+    estimate, se and percentile interval. Thresholds reused or fixed stay fixed; target
+    FMR thresholds are re-set in every replicate."""
     fixed = thr["threshold"].tolist() if (reuse is not None or (cfg.get("thresholds") or {})
                                           .get("fixed")) else None
     targets = [float(t) for t in thr["target_fmr"]] if fixed is None else []
-    replicates, unc = bootstrap(valid, n_boot=int(cfg.get("n_boot", 50)), seed=int(seed),
-                                targets=targets, fixed_thresholds=fixed, alpha=alpha,
-                                min_pairs=min_pairs, min_groups=min_groups, confidence=conf)
-    write_parquet(replicates, out / "bootstrap.parquet", provenance=prov)
-    write_frame(unc, out, "uncertainty", prov)
+    return bootstrap(valid, n_boot=int(cfg.get("n_boot", 50)), seed=int(seed),
+                     targets=targets, fixed_thresholds=fixed,
+                     alpha=float(cfg.get("alpha", 0.5)),
+                     min_pairs=int(cfg.get("min_pairs", 10)),
+                     min_groups=int(cfg.get("min_groups", 1)),
+                     confidence=float(cfg.get("confidence", 0.95)))
 
-    # CAST probabilistic accuracy
+
+def _soft_accuracy(valid: pd.DataFrame, attrs: pd.DataFrame, thr: pd.DataFrame,
+                   cfg: Mapping[str, Any]) -> pd.DataFrame:
+    """CAST probabilistic vs hard inter-category accuracy of every ``soft_attributes``
+    entry on the reference pairs (an empty table when none is configured)."""
     soft_rows = []
     for attr, scfg in (cfg.get("soft_attributes") or {}).items():
         probs = category_probs(attrs, scfg.get("categories") or {})
@@ -252,14 +314,17 @@ def run_fairness(scores_path: str | os.PathLike, attributes_path: str | os.PathL
                                        thr["threshold"].tolist(), thr["name"].tolist(),
                                        attribute=attr,
                                        pair_prob=scfg.get("pair_prob", "product")))
-    soft = pd.concat(soft_rows, ignore_index=True) if soft_rows else pd.DataFrame(
+    return pd.concat(soft_rows, ignore_index=True) if soft_rows else pd.DataFrame(
         columns=["attribute", "category", "threshold_name", "threshold", "prob_accuracy",
                  "prob_mass", "hard_accuracy", "hard_n"])
-    write_frame(soft, out, "soft_accuracy", prov)
 
-    # hardest pairs
-    hard = hardest_pairs(valid[valid["in_reference"]], int(cfg.get("hard_pairs", 8)))
-    write_frame(hard, out, "hard_pairs", prov)
+
+def _plot_hard_pairs(hard: pd.DataFrame, path: Path,
+                     faces_paths: Sequence[str | os.PathLike],
+                     manifest_path: str | os.PathLike | None,
+                     dataset_root: str | os.PathLike | None) -> None:
+    """The grid of the hardest pairs: face crops from the faces shards, else the images
+    the manifest points to (only the rows of the pairs shown are read)."""
     manifest = None
     if manifest_path:
         manifest = read_parquet(manifest_path, columns=["image_id", "path"],
@@ -268,18 +333,24 @@ def run_fairness(scores_path: str | os.PathLike, attributes_path: str | os.PathL
                                 if len(hard) else None)
     tiles = load_tiles(list(hard["image_a"]) + list(hard["image_b"]), faces_paths, manifest,
                        dataset_root)
-    hard_pairs_grid(hard, tiles, out / "hard_pairs.png")
+    hard_pairs_grid(hard, tiles, path)
 
-    # plots
+
+def _plot_rates(valid: pd.DataFrame, thr: pd.DataFrame, cfg: Mapping[str, Any], out: Path,
+                title: str) -> None:
+    """rates_vs_threshold.png and fdr_vs_fmr.png over a sweep of thresholds
+    (:func:`sweep_thresholds` of the reference pairs)."""
+    scores, y = _scores_labels(valid)
     ref = valid[valid["in_reference"]]
-    sweep = sweep_rates(scores, y, grp_for_rates, sweep_thresholds(ref))
-    title = f"{model} on {protocol}"
+    sweep = sweep_rates(scores, y, _rate_groups(valid), sweep_thresholds(ref))
     plot_rates_vs_threshold(sweep, thr, out / "rates_vs_threshold.png", title)
-    plot_fdr_vs_fmr(sweep, alpha, out / "fdr_vs_fmr.png", title)
+    plot_fdr_vs_fmr(sweep, float(cfg.get("alpha", 0.5)), out / "fdr_vs_fmr.png", title)
 
-    # interchange export
-    write_interchange(ann, out / "predictions.csv", out / "pairs.csv")
 
+def _summary(model: str, protocol: str, res: BiasResult, ann: pd.DataFrame, valid: pd.DataFrame,
+             thr: pd.DataFrame, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary row: Bias+, Bias-, accuracy, counts and, per threshold, TAR, FDR,
+    GARBE and whether the protocol resolves it."""
     summary = {
         "model": model, "protocol": protocol, "bias_pos": res.bias_pos,
         "bias_neg": res.bias_neg, "accuracy": res.accuracy, "n_pairs": len(ann),
@@ -290,16 +361,13 @@ def run_fairness(scores_path: str | os.PathLike, attributes_path: str | os.PathL
         "n_groups": int(valid.loc[valid["in_cells"], "group"].nunique()),
         "n_combos": int(valid.loc[valid["in_cells"], "combo"].nunique()),
         "n_combos_used_pos": res.n_combos_used["+"], "n_combos_used_neg": res.n_combos_used["-"],
-        "min_pairs": min_pairs, "min_groups": min_groups,
+        "min_pairs": int(cfg.get("min_pairs", 10)), "min_groups": int(cfg.get("min_groups", 1)),
     }
     for _, row in thr.iterrows():
         summary[f"tar@{row['name']}"] = row["tar"]
         summary[f"fdr@{row['name']}"] = row["fdr"]
         summary[f"garbe@{row['name']}"] = row["garbe"]
         summary[f"resolvable@{row['name']}"] = bool(row["resolvable"])
-    write_frame(pd.DataFrame([summary]), out, "summary", prov)
-    write_report(out / "report.md", summary=summary, ann=ann, groups=groups, subsets=subsets,
-                 thresholds=thr, rates=rates, uncertainty=unc, soft=soft, hard=hard, cfg=cfg)
     return summary
 
 
