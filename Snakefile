@@ -51,6 +51,7 @@ include: "workflow/rules/covariates.smk"
 include: "workflow/rules/labels.smk"
 include: "workflow/rules/slices.smk"
 include: "workflow/rules/compare.smk"
+include: "workflow/rules/mitigation.smk"
 include: "workflow/rules/report.smk"
 
 

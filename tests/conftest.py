@@ -43,9 +43,9 @@ def tiny_demo_config(**overrides) -> dict:
     cfg["datasets"] = {"demo": {"kind": "synthetic", "shard_size": 24,
                                 "synthetic": {"n_identities": 12, "images_per_identity": 4,
                                               "image_size": 160}}}
-    # slice discovery and model comparisons have their own tests on the session demo run
-    # (demo_test_config); the other small runs leave them out
-    for section in ("slices", "compare"):
+    # slice discovery, model comparisons and mitigation have their own tests on the
+    # session demo run (demo_test_config); the other small runs leave them out
+    for section in ("slices", "compare", "mitigation"):
         cfg[section] = {**cfg.get(section, {}), "enabled": False}
     for key, value in overrides.items():
         cfg[key] = value
@@ -110,7 +110,7 @@ def demo_test_config() -> dict:
     # the planted effects the tests look for (blur, the low-contrast group), the
     # unfiltered pool and the fairness protocol; `old` and `glasses` add only jobs
     keep_benchmarks(cfg, ["blurry", "low_contrast", "random", "fair_pool"])
-    for section in ("slices", "compare"):
+    for section in ("slices", "compare", "mitigation"):
         cfg[section]["enabled"] = True
     cfg["fairness"]["legitimate"] = {"glasses": {"column": "label_glasses", "bins": [0.5],
                                                  "labels": ["G0", "G1"]}}

@@ -12,6 +12,6 @@ except PackageNotFoundError:  # running from a source tree without installation
 #: (docs/CONTRIBUTING.md; tests/test_import_graph.py keeps it so)
 STAGES = ("datasets", "faces", "embed", "attributes", "analysis", "evaluate", "fairness",
           "identification", "templates", "quality", "covariates", "labels", "slices",
-          "compare")
+          "compare", "mitigation")
 
 __all__ = ["STAGES", "__version__"]

@@ -2,9 +2,9 @@
 # benchmark, on the same pairs; identity-clustered paired bootstrap with a t(G-1) Wald test,
 # Holm across every test of the table; leaderboards ranked by the number of models
 # significantly better -> results/{ds}/compare/ (any score files: `facecast compare`)
-# Which models/benchmarks: facecast.compare.targets. Logic: facecast.compare.stage.
+# Which models/benchmarks: facecast.compare.targets (a mitigated model, `dlib+fsn`, reads
+# the mitigation stage's transformed scores). Logic: facecast.compare.stage.
 import facecast.compare.targets as compare_targets
-import facecast.evaluate.targets as eval_targets
 
 COMPARE_DIR = compare_targets.COMPARE_DIR
 
@@ -24,7 +24,7 @@ rule compare:
         compare=config.get("compare", {}),
         fars=config["evaluate"]["fars"],
         seed=config["seed"],
-        accuracy=eval_targets.job_config(config["evaluate"], config["seed"]),
+        accuracy=compare_targets.accuracy(config),
     log:
         "results/{ds}/logs/compare.log",
     benchmark:

@@ -2,9 +2,9 @@
 # FMR, identity-clustered tests and false-discovery control, grouped into a short list of
 # findings, each exported as a benchmark definition
 #   -> results/{ds}/slices/{model}/{protocol}/
-# Which models/protocols (config section slices): facecast.slices.targets.
+# Which models/protocols (config section slices): facecast.slices.targets. A mitigated
+# model (`dlib+fsn`) reads the mitigation stage's transformed scores.
 # Logic: facecast.slices.stage.run_slices.
-import facecast.evaluate.targets as eval_targets
 import facecast.slices.targets as slices_targets
 
 SLICES_DIR = slices_targets.SLICES_DIR
@@ -12,7 +12,7 @@ SLICES_DIR = slices_targets.SLICES_DIR
 
 rule slices:
     input:
-        scores="results/{ds}/eval/{model}/{protocol}.parquet",
+        scores=lambda wc: slices_targets.scores_input(wc.ds, wc.model, wc.protocol),
         attributes="results/{ds}/attributes.parquet",
         faces=FACES_INDEX,
     output:
@@ -34,7 +34,7 @@ rule slices:
         slices=config.get("slices", {}),
         statuses=(config.get("mining") or {}).get("statuses", ["ok", "aligned_input"]),
         seed=config["seed"],
-        accuracy=eval_targets.job_config(config["evaluate"], config["seed"]),
+        accuracy=lambda wc: slices_targets.accuracy_config(config, [wc.model]),
     log:
         "results/{ds}/logs/slices/{model}_{protocol}.log",
     benchmark:

@@ -7,6 +7,7 @@ from typing import Any
 
 from facecast.compare.targets import enabled, skip_reason
 from facecast.config.util import name_list, section
+from facecast.slices.targets import split_model
 
 
 def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
@@ -25,8 +26,8 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
     if not c or not c.get("enabled", True):
         return errs
     embed = set(name_list(section(config, "embed").get("models")))
-    for m in name_list(c.get("models")):
-        if embed and m not in embed:
+    for m in name_list(c.get("models")):  # `dlib+fsn`: its method is checked by mitigation
+        if embed and split_model(m)[0] not in embed:
             errs.append(f"compare.models: {m!r} is not an embed model "
                         f"(embed.models: {sorted(embed)})")
     benches = set(name_list(config.get("benchmarks"))) | {"lfw"} | set(

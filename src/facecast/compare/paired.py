@@ -143,7 +143,7 @@ def align(a: pd.DataFrame, b: pd.DataFrame, accuracy: Mapping[str, Any] | None =
                   m["score_b"].to_numpy(np.float64), m["fold"].to_numpy(str), ida, idb)
 
 
-def _fold_correct(score: np.ndarray, label: np.ndarray, fold: np.ndarray,
+def fold_correct(score: np.ndarray, label: np.ndarray, fold: np.ndarray,
                   thresholds: str = "insightface") -> np.ndarray:
     """Per pair: correct at its fold's threshold (chosen on the other folds); pairs outside
     the 10-fold test (fold ``""``) and single-fold protocols excluded (NaN)."""
@@ -223,8 +223,8 @@ def bootstrap_differences(p: Paired, *, fars: Sequence[float], fmr: float, n_boo
     10-fold mean, as evaluate reports it) and ``(n_boot, metrics)`` paired replicates of
     A - B from one identity-clustered weight draw shared by both models (NaN where a
     replicate leaves a metric undefined)."""
-    ca = _fold_correct(p.score_a, p.label, p.fold, thresholds)
-    cb = _fold_correct(p.score_b, p.label, p.fold, thresholds)
+    ca = fold_correct(p.score_a, p.label, p.fold, thresholds)
+    cb = fold_correct(p.score_b, p.label, p.fold, thresholds)
     ones = np.ones((1, len(p.label)))
     ma = _metrics(p, p.score_a, ca, ones, fars, fmr)[0]
     mb = _metrics(p, p.score_b, cb, ones, fars, fmr)[0]

@@ -8,6 +8,7 @@ from typing import Any
 
 from facecast.config.util import name_list
 from facecast.evaluate.targets import eval_benchmarks, eval_models
+from facecast.slices.targets import accuracy_config, mitigated_applies, scores_input
 
 #: where rule ``compare`` writes
 COMPARE_DIR = "results/{ds}/compare"
@@ -35,9 +36,17 @@ def benchmarks(config: Mapping[str, Any], ds: str) -> list[str]:
 
 
 def score_inputs(config: Mapping[str, Any], ds: str) -> dict[str, str]:
-    """Rule inputs: ``<benchmark>/<model>`` -> scored pairs."""
-    return {f"{b}/{m}": f"results/{ds}/eval/{m}/{b}.parquet"
-            for b in benchmarks(config, ds) for m in models(config)}
+    """Rule inputs: ``<benchmark>/<model>`` -> scored pairs (a mitigated model,
+    ``dlib+fsn``, on the benchmarks the mitigation stage transforms)."""
+    return {f"{b}/{m}": scores_input(ds, m, b)
+            for b in benchmarks(config, ds) for m in models(config)
+            if mitigated_applies(config, ds, m, b)}
+
+
+def accuracy(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The 10-fold accuracy settings of the job (exact thresholds with a mitigated model:
+    :func:`facecast.slices.targets.accuracy_config`)."""
+    return accuracy_config(config, models(config))
 
 
 def skip_reason(config: Mapping[str, Any]) -> str:

@@ -30,7 +30,8 @@ DERIVED_KEYS = ("benchmarks", "fairness.protected", "fairness.legitimate", "fair
                 "covariates.covariates")
 #: top-level sections that can be switched off as a whole (they have ``enabled``)
 SWITCHABLE = ("fairness", "quality", "demographics", "identification", "covariates",
-              "audit", "features", "describe", "templates", "slices", "compare")
+              "audit", "features", "describe", "templates", "slices", "compare",
+              "mitigation")
 OFF_VALUES = {"off", "none", "false", "no", "disabled", "disable"}
 ON_VALUES = {"on", "true", "yes", "enabled", "enable"}
 

@@ -68,7 +68,10 @@ class Prepared:
             shape=(inv.shape[0], max(self.imp_unique.shape[0], 1)))
 
 
-def _thresholds(prep: Prepared, w: np.ndarray, targets: Sequence[float]) -> np.ndarray:
+def replicate_thresholds(prep: Prepared, w: np.ndarray, targets: Sequence[float]) -> np.ndarray:
+    """Per replicate weight row of ``w`` (over ``prep``'s pairs), the lowest threshold whose
+    weighted FMR is at most each target (accept iff score >= t): ``(B, T)``, NaN for a row
+    without impostor weight; :func:`weighted_thresholds` on prepared pairs."""
     out = np.full((w.shape[0], len(targets)), np.nan)
     if prep.imp_unique.shape[0] == 0:
         return out
@@ -93,7 +96,7 @@ def weighted_thresholds(scores: np.ndarray, labels: np.ndarray, weights: np.ndar
     ann = pd.DataFrame({"score": scores, "label": np.asarray(labels).astype(bool),
                         "in_reference": True, "in_cells": False, "group": None,
                         "combo": None, "status": "ok"})
-    return _thresholds(Prepared(ann), np.atleast_2d(weights), targets)
+    return replicate_thresholds(Prepared(ann), np.atleast_2d(weights), targets)
 
 
 def weighted_rates(prep: Prepared, w: np.ndarray,
@@ -147,7 +150,7 @@ def replicate_metrics(prep: Prepared, weights: np.ndarray, *, targets: Sequence[
         thr = np.tile(np.asarray(fixed_thresholds, dtype=np.float64), (w.shape[0], 1))
         tags = [f"t={_fmt(t)}" for t in fixed_thresholds]
     else:
-        thr = _thresholds(prep, w * prep.ref[None, :], targets)
+        thr = replicate_thresholds(prep, w * prep.ref[None, :], targets)
         tags = [f"fmr={_fmt(t)}" for t in targets]
     tar, fmr, fnmr = weighted_rates(prep, w, thr)
     for i, tag in enumerate(tags):

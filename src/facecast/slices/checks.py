@@ -10,7 +10,7 @@ from facecast.config.patterns import unmatched
 from facecast.config.util import name_list, section
 from facecast.fairness.checks import section_errors
 from facecast.slices.predicates import NOT_ATTRIBUTES
-from facecast.slices.targets import datasets, enabled, skip_reason
+from facecast.slices.targets import datasets, enabled, skip_reason, split_model
 
 
 def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
@@ -26,8 +26,11 @@ def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
 def config_errors(config: Mapping[str, Any]) -> list[str]:
     """Mistakes in the ``slices`` section: its names, the threshold, and column patterns
     that match no column of a dataset's attribute table."""
-    errs = section_errors(config, "slices")
     s = section(config, "slices")
+    # a mitigated model (`dlib+fsn`) names its embed model; mitigation checks its method
+    plain = {**config, "slices": {**s, "models": [split_model(m)[0]
+                                                  for m in name_list(s.get("models"))]}}
+    errs = section_errors(plain if s else config, "slices")
     if not s or not s.get("enabled", True):
         return errs
     t = dict(s.get("threshold") or {})

@@ -9,11 +9,11 @@ Snakefile is parsed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from facecast.config.columns import known_columns
-from facecast.evaluate.targets import protocol_applies
+from facecast.evaluate.targets import job_config, protocol_applies
 from facecast.fairness.targets import (
     no_protocol_reason,
     section_datasets,
@@ -23,11 +23,55 @@ from facecast.fairness.targets import (
 )
 from facecast.slices import predicates
 
-__all__ = ["SLICES_DIR", "datasets", "enabled", "models", "protocols", "report_kw",
-           "skip_reason", "slice_columns", "targets"]
+__all__ = ["MITIGATED", "MITIGATED_SCORES", "SLICES_DIR", "accuracy_config", "datasets",
+           "enabled", "mitigated_applies", "models", "protocols", "report_kw",
+           "scores_input", "skip_reason", "slice_columns", "split_model", "targets"]
 
 #: where rule ``slices`` writes
 SLICES_DIR = "results/{ds}/slices/{model}/{protocol}"
+#: a mitigated model's name joins an embed model and a mitigation method: ``dlib+fsn``
+MITIGATED = "+"
+#: where the mitigation stage writes a method's transformed scores (scores-file format);
+#: slices and compare read a mitigated model from there, importing no mitigation code
+MITIGATED_SCORES = "results/{ds}/mitigation/{model}/{protocol}/{method}/pairs.parquet"
+
+
+def split_model(name: str) -> tuple[str, str]:
+    """``(embed model, mitigation method)`` of a model name; method ``""`` when the name
+    is a plain model."""
+    model, _, method = str(name).partition(MITIGATED)
+    return model, method
+
+
+def scores_input(ds: str, name: str, protocol: str) -> str:
+    """The scored pairs of model ``name`` on ``protocol``: evaluate's scores file, or the
+    mitigation stage's transformed scores of a mitigated model (``dlib+fsn``)."""
+    model, method = split_model(name)
+    if method:
+        return MITIGATED_SCORES.format(ds=ds, model=model, protocol=protocol, method=method)
+    return f"results/{ds}/eval/{model}/{protocol}.parquet"
+
+
+def mitigated_applies(config: Mapping[str, Any], ds: str, name: str, protocol: str) -> bool:
+    """Whether scored pairs of ``name`` exist on (``ds``, ``protocol``): always for a plain
+    model; for a mitigated one where the mitigation stage runs (its datasets and
+    protocols: ``mitigation.datasets``/``protocols``, else the fairness stage's)."""
+    if not split_model(name)[1]:
+        return True
+    return (ds in section_datasets(config, "mitigation")
+            and protocol in section_protocols(config, "mitigation"))
+
+
+def accuracy_config(config: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """The 10-fold accuracy settings of a job reading the models ``names``: evaluate's
+    (:func:`facecast.evaluate.targets.job_config`), with ``thresholds: exact`` when one
+    of them is mitigated - transformed scores are not cosines, so insightface's grid on
+    ``2 - 2 cos`` does not cover them; every model of the job then uses the exact search,
+    so their accuracies stay comparable."""
+    cfg = job_config(config["evaluate"], config["seed"])
+    if any(split_model(n)[1] for n in names):
+        cfg["thresholds"] = "exact"
+    return cfg
 
 
 def enabled(config: Mapping[str, Any]) -> bool:
@@ -82,7 +126,7 @@ def targets(config: Mapping[str, Any], ds: str) -> list[str]:
         return []
     return [f"results/{ds}/slices/{m}/{p}/discovered.yaml"
             for m in models(config) for p in protocols(config)
-            if protocol_applies(config, ds, p)]
+            if protocol_applies(config, ds, p) and mitigated_applies(config, ds, m, p)]
 
 
 def report_kw(name: str) -> dict[str, Any]:

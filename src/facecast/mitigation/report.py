@@ -1,0 +1,195 @@
+"""The files of one (model, protocol) mitigation run, and what a person reads.
+
+=======================  ===============================================================
+``table.parquet/.csv``   one row per method: each metric with ``_lo``/``_hi``
+                         (percentile), and against raw ``_diff``, ``_diff_lo``/``_hi``,
+                         ``_p``, ``_p_adjusted``, ``_verdict``; counts; ``note``
+``table.md``             the headline sentences, the table and the differences
+``differences.*``        one row per method and tested metric (the Holm family)
+``<method>/pairs.*``     the evaluated pairs with the method's ``score`` (scores-file
+                         format: ``slices``/``compare`` read ``<model>+<method>``)
+``split.parquet``        every input pair of the protocol with its ``status``
+``calibration.parquet``  the calibration identities (``dataset``, ``identity``)
+``learned.json``         what each method learned (thresholds, maps, weights, counts)
+``pareto.png``           accuracy vs Bias+/Bias- per method, with intervals
+``report.html``          the page of ``table.md`` with the figure and the differences
+=======================  ===============================================================
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from facecast.io.atomic import write_text
+from facecast.io.parquet_io import write_parquet
+from facecast.mitigation.figures import plot_pareto
+from facecast.mitigation.learned import learned_record
+from facecast.mitigation.methods import Result
+from facecast.mitigation.split import Split
+from facecast.report.html_tables import frame_html, markdown_html, write_html_page
+
+__all__ = ["PAIR_COLUMNS", "headline", "table_markdown", "write_outputs"]
+
+#: columns of ``<method>/pairs.parquet`` (those of the scores file that exist)
+PAIR_COLUMNS = ["fold", "image_a", "image_b", "identity_a", "identity_b", "label", "status",
+                "message", "raw_score", "score", "probability", "eval_fold"]
+#: the table.md columns: metric, heading, scale (100 = percent)
+SHOWN = [("accuracy", "accuracy %", 100), ("auc", "AUC", 1), ("bias_pos", "Bias+", 1),
+         ("bias_neg", "Bias-", 1), ("fmr_max_min", "FMR max/min", 1),
+         ("fnmr_max_min", "FNMR max/min", 1), ("garbe", "GARBE", 1), ("fdr", "FDR", 1),
+         ("ks", "KS", 1), ("ks_mad", "KS MAD", 1)]
+
+
+def _num(v: float, scale: float = 1, sign: bool = False) -> str:
+    if not np.isfinite(v):
+        return "n/a" if np.isnan(v) else ("inf" if v > 0 else "-inf")
+    return f"{v * scale:+.4g}" if sign else f"{v * scale:.4g}"
+
+
+def _verdict(r: pd.Series) -> str:
+    if r["note"]:
+        return r["note"]
+    return ("significant after Holm" if r["significant"] else
+            "not significant after Holm")
+
+
+def headline(diff: pd.DataFrame, method: str, model: str, protocol: str,
+             confidence: float) -> str:
+    """One sentence per method: what it does to Bias+/Bias- and what it costs in 10-fold
+    accuracy, each with its interval and verdict - whatever the table says."""
+    sub = diff[diff["method"] == method].set_index("metric")
+    bits = []
+    for k, name in (("bias_pos", "Bias+"), ("bias_neg", "Bias-")):
+        if k in sub.index:
+            r = sub.loc[k]
+            if r["note"]:
+                bits.append(f"{name} {r['note']}")
+                continue
+            word = "lowers" if r["difference"] < 0 else "raises"
+            bits.append(f"{word} {name} from {_num(r['raw'])} to {_num(r['value'])} "
+                        f"({_num(r['difference'], sign=True)}, {confidence:.0%} CI, unadjusted, "
+                        f"[{_num(r['ci_lo'], sign=True)}, {_num(r['ci_hi'], sign=True)}], "
+                        f"{_verdict(r)})")
+    r = sub.loc["accuracy"]
+    if r["note"]:
+        cost = f"its 10-fold accuracy is {r['note']}"
+    elif r["difference"] == 0:
+        cost = f"10-fold accuracy is unchanged ({_num(r['raw'], 100)} %)"
+    else:
+        word = "gains" if r["difference"] > 0 else "costs"
+        cost = (f"it {word} {_num(abs(r['difference']), 100)} accuracy points "
+                f"({_num(r['raw'], 100)} % -> {_num(r['value'], 100)} %, difference "
+                f"{_num(r['difference'], 100, sign=True)} [{_num(r['ci_lo'], 100, sign=True)}, "
+                f"{_num(r['ci_hi'], 100, sign=True)}], {_verdict(r)})")
+    return f"For {model} on {protocol}, {method} " + "; ".join(bits) + f"; {cost}."
+
+
+def _cell(row: pd.Series, k: str, scale: float) -> str:
+    if k not in row.index or np.isnan(row.get(k, np.nan)):
+        return "n/a"
+    return (f"{_num(row[k], scale)} [{_num(row[f'{k}_lo'], scale)}, "
+            f"{_num(row[f'{k}_hi'], scale)}]")
+
+
+def _diff_cell(row: pd.Series, k: str, scale: float) -> str:
+    d = row.get(f"{k}_diff", np.nan)
+    if not np.isfinite(d):
+        return str(row.get(f"{k}_verdict") or "n/a") if f"{k}_verdict" in row.index else "-"
+    mark = " *" if row[f"{k}_verdict"] in ("higher", "lower") else ""
+    return (f"{_num(d, scale, True)} [{_num(row[f'{k}_diff_lo'], scale, True)}, "
+            f"{_num(row[f'{k}_diff_hi'], scale, True)}]{mark}")
+
+
+def table_markdown(table: pd.DataFrame, diff: pd.DataFrame, *, title: str,
+                   intro: str, sentences: list[str]) -> str:
+    """``table.md``: headline sentences, values with intervals, differences to raw."""
+    shown = [(k, h, s) for k, h, s in SHOWN if k in table.columns]
+    head = "| method | " + " | ".join(h for _, h, _ in shown) + " |"
+    sep = "|---" * (len(shown) + 1) + "|"
+    md = [f"# {title}", "", intro, "", "## What each method buys and costs", ""]
+    md += [f"- {s}" for s in sentences] + ["", "## Values (95 % identity-clustered "
+                                               "bootstrap intervals)", "", head, sep]
+    for _, row in table.iterrows():
+        md.append(f"| {row['method']} | " + " | ".join(_cell(row, k, s) for k, _, s in shown)
+                  + " |")
+    md += ["", "## Differences to raw (* = significant after Holm across the table)", "",
+           head, sep]
+    for _, row in table[table["method"] != "raw"].iterrows():
+        md.append(f"| {row['method']} | " + " | ".join(_diff_cell(row, k, s)
+                                                       for k, _, s in shown) + " |")
+    notes = [f"- {r['method']}: {r['note']}" for _, r in table.iterrows() if r["note"]]
+    if notes:
+        md += ["", "## Not a number", "", *notes]
+    md += ["", "![accuracy vs bias](pareto.png)", ""]
+    return "\n".join(md)
+
+
+def _intro(split: Split, counts: Mapping[str, int], diff: pd.DataFrame,
+           cfg: Mapping[str, Any]) -> str:
+    tested = int(np.isfinite(diff["p"].to_numpy(np.float64)).sum())
+    return (f"Calibration: {split.source} - {counts['calibration_identities']} identities, "
+            f"{counts['calibration_genuine']} genuine and {counts['calibration_impostors']} "
+            f"impostor pairs; every method learns there. Evaluated: "
+            f"{counts['evaluated_identities']} other identities, "
+            f"{counts['evaluated_genuine']} genuine and {counts['evaluated_impostors']} "
+            f"impostor pairs. Intervals: identity-clustered bootstrap "
+            f"({int(cfg.get('n_boot', 1000))} replicates, one draw shared by every method). "
+            "Differences: method - raw on the same pairs, Wald test on the clustered "
+            "bootstrap SE with t on G - 1 degrees of freedom; Holm across all "
+            f"{tested} tests of the table (alpha {float(cfg.get('alpha', 0.05)):g}). "
+            f"Figures at one global threshold: target FMR {float(cfg.get('fmr', 1e-3)):g} "
+            "on each method's evaluated impostors.")
+
+
+def _write_pairs(out: Path, split: Split, res: Result, prov: Mapping[str, Any]) -> None:
+    ev = split.evaluated
+    for m, score in res.scores.items():
+        frame = ev.assign(raw_score=ev["score"].to_numpy(np.float64), score=score,
+                          probability=res.probs[m], status="ok", message="")
+        frame = frame[[c for c in PAIR_COLUMNS if c in frame.columns]]
+        (out / m).mkdir(parents=True, exist_ok=True)
+        write_parquet(frame, out / m / "pairs.parquet", provenance={**prov, "method": m})
+
+
+def _write_split(out: Path, split: Split, ds: str, source: tuple[str, str] | None,
+                 prov: Mapping[str, Any]) -> None:
+    cols = [c for c in ("fold", "image_a", "image_b", "identity_a", "identity_b", "label",
+                        "score", "eval_fold", "status", "message") if c in split.pairs]
+    write_parquet(split.pairs[cols], out / "split.parquet", provenance=prov)
+    where = source[0] if source else ds
+    ids = [i.removeprefix(f"{where}::") for i in split.calibration_ids]
+    write_parquet(pd.DataFrame({"dataset": where, "identity": ids}),
+                  out / "calibration.parquet", provenance=prov)
+
+
+def write_outputs(out: Path, *, split: Split, result: Result, table: pd.DataFrame,
+                  diff: pd.DataFrame, cfg: Mapping[str, Any], counts: Mapping[str, int],
+                  model: str, protocol: str, ds: str, source: tuple[str, str] | None,
+                  provenance: Mapping[str, Any]) -> None:
+    """Every file of the module docstring into ``out`` (created)."""
+    out.mkdir(parents=True, exist_ok=True)
+    prov = dict(provenance)
+    _write_pairs(out, split, result, prov)
+    _write_split(out, split, ds, source, prov)
+    write_parquet(table, out / "table.parquet", provenance=prov)
+    write_text(out / "table.csv", table.to_csv(index=False))
+    write_parquet(diff, out / "differences.parquet", provenance=prov)
+    write_text(out / "differences.csv", diff.to_csv(index=False))
+    write_text(out / "learned.json", json.dumps(
+        learned_record(result, split, counts), indent=1, sort_keys=True) + "\n")
+    conf = float(cfg.get("confidence", 0.95))
+    sentences = [headline(diff, m, model, protocol, conf) for m in table["method"]
+                 if m != "raw"]
+    md = table_markdown(table, diff, title=f"Bias mitigation: {model} on {protocol} ({ds})",
+                        intro=_intro(split, counts, diff, cfg), sentences=sentences)
+    write_text(out / "table.md", md)
+    plot_pareto(table, out / "pareto.png", f"{model} on {protocol}: accuracy vs bias")
+    write_html_page(out / "report.html", f"Bias mitigation: {model} on {protocol}", [
+        markdown_html(md), '<p><img src="pareto.png" alt="accuracy vs bias"></p>',
+        frame_html(diff, caption="differences to raw (the Holm family)")])

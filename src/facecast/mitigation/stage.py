@@ -1,0 +1,178 @@
+"""What rule ``mitigation`` calls: one model on one protocol - the calibration split, every
+method learned on the calibration identities and applied to the evaluated pairs, and the
+side-by-side table with intervals and paired tests against ``raw``.
+
+Writes into ``results/{ds}/mitigation/{model}/{protocol}/`` (files listed in
+:mod:`facecast.mitigation.report`); each method's transformed scores go to
+``<method>/pairs.parquet`` in the scores-file format, so ``slices`` and ``compare`` read a
+mitigated model (``dlib+fsn``) like any other.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from facecast.evaluate.folds import EVAL_FOLD
+from facecast.mitigation.inputs import (
+    annotate,
+    attach_partners,
+    build_images,
+    image_groups,
+    namespaced,
+    read_embeddings,
+    read_scores,
+    side,
+)
+from facecast.mitigation.methods import Images, Settings, learn_and_apply
+from facecast.mitigation.metrics import MethodState, metric_names
+from facecast.mitigation.report import write_outputs
+from facecast.mitigation.split import Split, check_sides, split_by_fraction, split_by_source
+from facecast.mitigation.table import bootstrap_methods, build_tables, metric_notes
+from facecast.mitigation.targets import FUSION_METHODS
+
+__all__ = ["run_mitigation"]
+
+log = logging.getLogger(__name__)
+#: methods that read embeddings
+EMBEDDING_METHODS = ("znorm", "tnorm", "ztnorm", "snorm", "asnorm", "fsn", "faircal")
+
+
+def _read_side(scores: str | os.PathLike, partner_paths: Sequence[str], model: str,
+               partners: Sequence[str]) -> pd.DataFrame:
+    frames = {m: read_scores(p) for m, p in zip(partners, partner_paths, strict=True)}
+    return attach_partners(read_scores(scores), model, frames)
+
+
+def _split(inputs: Mapping[str, Any], cfg: Mapping[str, Any], *, model: str,
+           partners: Sequence[str], ds: str, protocol: str, seed: int,
+           source: tuple[str, str] | None) -> Split:
+    """The split of the protocol's pairs (module :mod:`facecast.mitigation.split`)."""
+    pairs = _read_side(inputs["scores"], inputs.get("partners", []), model, partners)
+    if EVAL_FOLD not in pairs.columns:
+        raise ValueError(f"{inputs['scores']} has no {EVAL_FOLD} column (each pair's fold in "
+                         "evaluate's 10-fold test); rerun the evaluate stage")
+    if source is None:
+        frac = float(dict(cfg.get("calibration") or {}).get("fraction", 0.5))
+        return split_by_fraction(pairs, frac, seed)
+    cds, bench = source
+    cal = _read_side(inputs["cal_scores"], inputs.get("cal_partners", []), model, partners)
+    same = cds == ds
+    return split_by_source(pairs, cal if same else namespaced(cal, cds), same_dataset=same,
+                           name=f"{bench} on {cds}")
+
+
+def _drop_unpartnered(split: Split, fused: Sequence[str]) -> Split:
+    """Evaluated and calibration pairs some fused model did not score: status
+    ``no_partner_score`` (counted nowhere), logged."""
+    if not fused:
+        return split
+    cols = [f"score@{m}" for m in fused]
+    pairs = split.pairs.copy()
+    lost = pairs[cols].isna().any(axis=1) & pairs["status"].isin(["evaluated",
+                                                                  "calibration"])
+    pairs.loc[lost, "status"] = "no_partner_score"
+    pairs.loc[lost, "message"] = "a model of the fusion did not score it: left out of every row"
+    cal = split.calibration[~split.calibration[cols].isna().any(axis=1)]
+    if lost.any() or len(cal) < len(split.calibration):
+        log.warning("%d evaluated/calibration pairs and %d calibration-source pairs lack a "
+                    "fusion partner's score: left out", int(lost.sum()),
+                    len(split.calibration) - len(cal))
+    return Split(pairs, split.calibration_ids, cal.reset_index(drop=True), split.source)
+
+
+def _images(inputs: Mapping[str, Any], split: Split, fairness: Mapping[str, Any], *,
+            methods: Sequence[str], source: tuple[str, str] | None, ds: str) -> Images:
+    """The :class:`facecast.mitigation.methods.Images` of both sides."""
+    ev, cal = split.evaluated, split.calibration
+    other = source is not None and source[0] != ds
+    here = [ev] if other else [ev, cal]
+    ids = pd.concat([pd.concat([f["identity_a"], f["identity_b"]]) for f in here]).unique()
+    groups = image_groups(inputs.get("attributes"), list(ids), fairness)
+    emb: dict[str, np.ndarray] = {}
+    need = any(m in EMBEDDING_METHODS for m in methods)
+    if need:
+        imgs = pd.concat([pd.concat([f["image_a"], f["image_b"]]) for f in here]).unique()
+        emb = read_embeddings(inputs["embeddings"], list(imgs))
+    if other:
+        prefix = f"{source[0]}::"
+        cids = pd.concat([cal["identity_a"], cal["identity_b"]]).unique()
+        g = image_groups(inputs.get("cal_attributes"),
+                         [i.removeprefix(prefix) for i in cids], fairness)
+        groups = pd.concat([groups, g.set_axis(prefix + g.index.astype(str))])
+        if need:
+            cimg = pd.concat([cal["image_a"], cal["image_b"]]).unique()
+            emb.update(read_embeddings(inputs["cal_embeddings"], list(cimg), prefix))
+    im = build_images([ev, cal], emb, groups)
+    missing = int((np.abs(im.emb).sum(axis=1) == 0).sum()) if need else 0
+    if missing:
+        raise ValueError(f"{missing} images of scored pairs have no embedding in the embed "
+                         "index; rerun the embed stage")
+    return im
+
+
+def _log_missing(diff: pd.DataFrame) -> None:
+    """One log line per metric that is not a number or not tested, with the methods."""
+    na = diff[diff["note"].astype(str) != ""]
+    for (metric, note), sub in na.groupby(["metric", "note"], sort=True):
+        log.warning("%s: %s (%s)", metric, note, ", ".join(sub["method"]))
+
+
+def _settings(cfg: Mapping[str, Any], methods: Sequence[str], fused: Sequence[str],
+              seed: int) -> Settings:
+    return Settings(methods=list(methods), fmr=float(cfg.get("fmr", 1e-3)),
+                    cohort_size=int(cfg.get("cohort_size", 1000)),
+                    top_k=int(cfg.get("top_k", 200)), clusters=int(cfg.get("clusters", 100)),
+                    seed=int(seed), fusion_models=list(fused))
+
+
+def run_mitigation(inputs: Mapping[str, Any], out_dir: str | os.PathLike,
+                   cfg: Mapping[str, Any], fairness: Mapping[str, Any], *,
+                   methods: Sequence[str], partners: Sequence[str], fars: Sequence[float],
+                   seed: int, model: str, protocol: str, ds: str,
+                   source: tuple[str, str] | None = None,
+                   provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Every output of one (model, protocol); returns the table. ``inputs``: ``scores``,
+    ``embeddings``, ``attributes`` (with groups), ``partners`` (paths, as ``partners``),
+    and with a calibration ``source`` (dataset, benchmark) ``cal_scores``,
+    ``cal_embeddings``, ``cal_partners``, ``cal_attributes``."""
+    fused = sorted([model, *partners]) if any(m in FUSION_METHODS for m in methods) else []
+    split = _split(inputs, cfg, model=model, partners=partners, ds=ds, protocol=protocol,
+                   seed=seed, source=source)
+    split = _drop_unpartnered(split, fused)
+    counts = check_sides(split, protocol)
+    log.info("%s on %s: calibration %s; statuses %s", model, protocol, split.source,
+             split.pairs["status"].value_counts().to_dict())
+    im = _images(inputs, split, fairness, methods=methods, source=source, ds=ds)
+    ev, cal = split.evaluated, split.calibration
+    res = learn_and_apply(im, side(ev, im, fused), side(cal, im, fused),
+                          _settings(cfg, methods, fused, seed))
+    ann = annotate(ev, inputs.get("attributes"), fairness)
+    fmr = float(cfg.get("fmr", 1e-3))
+    states = {m: MethodState(ann, res.scores[m], res.probs[m], fars=fars, fmr=fmr,
+                             fairness=fairness) for m in res.scores}
+    groups = states["raw"].groups
+    point, reps = bootstrap_methods(states, ev["identity_a"].to_numpy(),
+                                    ev["identity_b"].to_numpy(),
+                                    int(cfg.get("n_boot", 1000)), seed + 3)
+    n_imp = int((ann["label"] == 0).sum())
+    notes = metric_notes(metric_names(fars, groups), n_impostors=n_imp, fars=fars, fmr=fmr,
+                         groups=groups)
+    n_ids = len(set(ev["identity_a"]) | set(ev["identity_b"]))
+    table, diff = build_tables(point, reps, notes=notes, n_identities=n_ids,
+                               confidence=float(cfg.get("confidence", 0.95)),
+                               alpha=float(cfg.get("alpha", 0.05)),
+                               counts={"n_pairs": len(ev), "n_genuine": len(ev) - n_imp,
+                                       "n_impostors": n_imp, "n_identities": n_ids})
+    _log_missing(diff)
+    write_outputs(Path(out_dir), split=split, result=res, table=table, diff=diff, cfg=cfg,
+                  counts=counts, model=model, protocol=protocol, ds=ds, source=source,
+                  provenance={**dict(provenance or {}), "stage": "mitigation",
+                              "model": model, "protocol": protocol})
+    return table
