@@ -52,6 +52,7 @@ include: "workflow/rules/labels.smk"
 include: "workflow/rules/slices.smk"
 include: "workflow/rules/compare.smk"
 include: "workflow/rules/mitigation.smk"
+include: "workflow/rules/fairsets.smk"
 include: "workflow/rules/report.smk"
 
 

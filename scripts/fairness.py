@@ -21,6 +21,9 @@ with script_context(snakemake) as ctx:
         reuse_thresholds=snakemake.input.get("thresholds"),
         faces_paths=shard_files(snakemake.input.faces) if snakemake.input.get("faces") else [],
         manifest_path=snakemake.input.manifest,
-        dataset_root=dataset_root(ctx.dataset(), f"results/{ds}/dataset"),
+        estimator_attributes=snakemake.input.get("estimator_attributes"),
+        estimators_cfg=snakemake.params.estimators,
+        dataset_root=(dataset_root(ctx.dataset(), f"results/{ds}/dataset")
+                      if snakemake.params.get("read_images", True) else None),
     )
     ctx.log.info("fairness summary: %s", summary)

@@ -16,7 +16,7 @@ with script_context(snakemake) as ctx:
         protocol=ctx.wildcards["protocol"],
         seed=int(snakemake.params.seed),
         statuses=list(snakemake.params.statuses),
-        faces_paths=shard_files(snakemake.input.faces),
+        faces_paths=shard_files(snakemake.input.faces) if snakemake.input.get("faces") else [],
         accuracy=snakemake.params.accuracy,
         provenance=ctx.provenance,
     )

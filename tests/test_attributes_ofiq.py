@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import TEST_DATA
+from reference.common import as_float, read_record
 
 from facecast.attributes.ofiq import (
     OFIQ_COMPONENTS,
@@ -26,20 +27,26 @@ from facecast.io.parquet_io import read_metadata, read_provenance
 
 # ------------------------------------------------------------------ OFIQ's mappings
 
-#: Sigmoid blocks copied from BSI-OFIQ/OFIQ-Project data/ofiq_config.jaxn (h, a, s, x0, w;
-#: a/s default to 0/1 where the file leaves them out, Measure.h SigmoidParameters::Reset)
-JAXN = {
-    "UnderExposurePrevention": (120, 0.832, -1, 0.92, 0.05),
-    "NaturalColour": (200, 1, -1, 0.0, 10.0),  # the file's key is "NaturalColor"
-    "EyesOpen": (100, 0, 1, 0.02, 0.01),
-    "MouthClosed": (100, 1, -1, 0.2, 0.06),
-    "InterEyeDistance": (100, 0, 1, 70.0, 20.0),
-    "HeadSize": (200, 1, -1, 0.0, 0.05),
-    "LeftwardCropOfTheFaceImage": (100, 0, 1, 0.9, 0.1),
-    "RightwardCropOfTheFaceImage": (100, 0, 1, 0.9, 0.1),
-    "MarginBelowOfTheFaceImage": (100, 0, 1, 1.8, 0.1),
-    "MarginAboveOfTheFaceImage": (100, 0, 1, 1.4, 0.1),
-}
+#: OFIQ's config keys of facecast's sigmoid components (data/ofiq_config.jaxn): the
+#: file spells NaturalColor, a key OFIQ never reads, so NaturalColour.cpp's constructor
+#: defaults apply (the same numbers)
+JAXN_KEYS = {c: c for c in SIGMOIDS} | {"NaturalColour": "NaturalColor"}
+
+
+def _jaxn() -> dict[str, tuple[float, ...]]:
+    """(h, a, s, x0, w) of each sigmoid component from the recorded config; a and s take
+    Measure.h's defaults 0 and 1 where the file leaves them out (SigmoidParameters::Reset)."""
+    flat = read_record("ofiq", "sigmoids")["outputs"]
+    out = {}
+    for comp, key in JAXN_KEYS.items():
+        get = {k.rsplit(".", 1)[1]: v for k, v in flat.items()
+               if k.startswith(f"params.measures.{key}.Sigmoid.")}
+        assert get["round"] is True, comp
+        out[comp] = (get["h"], get.get("a", 0.0), get.get("s", 1.0), get["x0"], get["w"])
+    return out
+
+
+JAXN = _jaxn()
 
 
 def c_sigmoid(x: float, x0: float, w: float) -> float:
@@ -210,14 +217,28 @@ def test_rows_without_crop_or_box_keep_a_status(yale_faces, tmp_path):
     t.loc[0, "crop_facenet"] = None
     t.loc[1, "bbox"] = None
     t.loc[2, "n_faces"] = 2
-    t.to_parquet(tmp_path / "faces.parquet")
+    t.to_parquet(tmp_path / "faces.parquet")  # a shard without face_box_areas (older)
     out = score_shard("ofiq", tmp_path / "faces.parquet", tmp_path / "o.parquet", {})
     assert out["status"].tolist() == ["no_crop", "landmark_error", "ok"]
     assert "detection box" in out.loc[1, "message"]
     assert out.loc[:1, column("LuminanceMean")].isna().all()
     assert np.isnan(out.loc[2, column("SingleFacePresent")])
-    assert "several faces" in out.loc[2, "message"]
+    assert "no face_box_areas" in out.loc[2, "message"]
     assert np.isfinite(out.loc[2, column("LuminanceMean")])
+
+
+def test_several_faces_score_from_the_box_areas(yale_faces, tmp_path):
+    """SingleFacePresent.cpp: f = a2 / a1 of the two largest boxes (not its square root)."""
+    from facecast.attributes.scoring import score_shard
+
+    t = pd.read_parquet(yale_faces).head(3).copy()
+    t["n_faces"] = [1, 2, 3]
+    t["face_box_areas"] = [[5000.0], [5000.0, 1250.0], [900.0, 3600.0, 100.0]]
+    t.to_parquet(tmp_path / "faces.parquet")
+    out = score_shard("ofiq", tmp_path / "faces.parquet", tmp_path / "o.parquet", {})
+    assert out[column("SingleFacePresent", True)].tolist() == [0.0, 0.25, 0.25]
+    assert out[column("SingleFacePresent")].tolist() == [100.0, 75.0, 75.0]
+    assert not out["message"].str.contains("SingleFacePresent").any()
 
 
 # ------------------------------------------------------------------ the real OFIQ: wiring
@@ -327,3 +348,128 @@ def test_real_ofiq_inputs_join_the_score_job(tmp_path):
     assert inputs["ofiq_csv"] == "results/demo/attributes/ofiq/shard-000.ofiq.csv"
     assert inputs["ofiq_map"] == "results/demo/attributes/ofiq/shard-000.map.tsv"
     assert "ofiq_csv" not in score_inputs(_config(scorers=["ofiq"]), "demo", "ofiq", "s")
+
+
+# ------------------------------------------------------------------ OFIQ's own output
+
+def test_mappings_reproduce_ofiqs_conformance_table():
+    """Every (native, scalar) pair OFIQ wrote for the ISO conformance images."""
+    table = read_record("ofiq", "conformance_table")["outputs"]
+    assert len(table) == 28
+    for comp in OFIQ_COMPONENTS:
+        native = np.array([table[img][comp][0] for img in sorted(table)])
+        scalar = np.array([table[img][comp][1] for img in sorted(table)])
+        np.testing.assert_array_equal(quality_value(comp, native), scalar, err_msg=comp)
+
+
+def test_head_pose_beyond_90_degrees_scores_0_as_ofiq():
+    """HeadPose.cpp clamps the cosine before squaring: roll 180 / 120 / -100 give 0."""
+    rec = read_record("ofiq", "head_pose")
+    names = ("HeadPosePitch", "HeadPoseYaw", "HeadPoseRoll")
+    for pose, out in zip(rec["inputs"]["poses"], rec["outputs"], strict=True):
+        for comp, angle in zip(names, pose, strict=True):
+            assert out[comp][0] == angle
+            assert quality_value(comp, [angle])[0] == out[comp][1], (comp, angle)
+    np.testing.assert_array_equal(quality_value("HeadPoseRoll", [180, 120, -100, 90.5]), 0)
+    assert {a for p in rec["inputs"]["poses"] for a in p} >= {180.0, 120.0, -100.0}
+
+
+def test_single_face_present_is_ofiqs_area_ratio():
+    from facecast.attributes.ofiq_landmarks import single_face
+
+    rec = read_record("ofiq", "single_face_present")
+    sizes = rec["inputs"]["box_sizes"]
+    f, msg = single_face(np.array([len(b) for b in sizes]),
+                         [[w * h for w, h in boxes] for boxes in sizes])
+    expect = np.array([out["SingleFacePresent"] for out in rec["outputs"]], dtype=object)
+    np.testing.assert_array_equal(f, expect[:, 0].astype(float))
+    np.testing.assert_array_equal(quality_value("SingleFacePresent", f), expect[:, 1])
+    assert (msg == "").all()
+
+
+def _assessed(out: list, ours: float, q: float) -> bool:
+    """Our (native, quality) against OFIQ's [raw, scalar, code]: FailureToAssess is NaN."""
+    raw, scalar, code = as_float(out[0]), out[1], out[2]
+    if code == "FailureToAssess":
+        return bool(np.isnan(ours) and np.isnan(q))
+    return ours == raw and q == scalar
+
+
+def test_geometry_natives_are_ofiqs_on_hostile_landmarks():
+    """CropOfTheFaceImage (T from the eye midpoint rounded to whole pixels), HeadSize,
+    InterEyeDistance (yaw at 90 degrees: FailureToAssess), MouthClosed and EyesOpen of OFIQ
+    itself, on tiny images, faces past the borders and upside-down faces."""
+    from reference.ofiq_inputs import geometry_cases
+
+    from facecast.attributes.ofiq_landmarks import geometry_natives
+
+    rec = read_record("ofiq", "geometry")
+    cases = geometry_cases(rec["inputs"]["seed"], rec["inputs"]["n_random"])
+    pts = np.array([c["landmarks"] for c in cases])
+    natives = geometry_natives(pts, pts, np.array([c["yaw"] for c in cases]),
+                               np.array([c["width"] for c in cases], float),
+                               np.array([c["height"] for c in cases], float))
+    assert len(rec["outputs"]) == len(cases) == 32
+    for comp, values in natives.items():
+        q = quality_value(comp, values)
+        bad = [k for k, out in enumerate(rec["outputs"])
+               if not _assessed(out[comp], values[k], q[k])]
+        assert not bad, (comp, [(values[k], rec["outputs"][k][comp]) for k in bad])
+    codes = [out["InterEyeDistance"][2] for out in rec["outputs"]]
+    assert codes.count("FailureToAssess") == 2
+
+
+def test_natural_colour_is_ofiqs_with_grey_faces():
+    """NaturalColour.cpp: IsColoured first (a grey face: D = 0, quality 100; one coloured
+    pixel anywhere: the CIELAB path), then the cheek zones' mean colour."""
+    from reference.ofiq_inputs import colour_image
+
+    from facecast.attributes.ofiq_measures import pixel_natives
+
+    rec = read_record("ofiq", "natural_colour")
+    for name, (seed, kind) in rec["inputs"]["cases"].items():
+        img, pts = colour_image(seed, kind)
+        vals, note = pixel_natives(img, np.ones(img.shape[:2], np.uint8), pts)
+        raw, scalar, code = rec["outputs"][name]["NaturalColour"]
+        assert code == "Success" and note == ""
+        # the mean colour's CIELAB sums in another order: equal to ~1e-15 relative
+        assert vals["NaturalColour"] == pytest.approx(raw, rel=1e-12, abs=1e-12), name
+        assert quality_value("NaturalColour", [vals["NaturalColour"]])[0] == scalar, name
+    grey = [n for n, (_, k) in rec["inputs"]["cases"].items() if k.startswith("grey_") or k == "grey"]
+    assert rec["outputs"]["grey"]["NaturalColour"][:2] == [0.0, 100.0] and len(grey) == 3
+
+
+def test_pixel_natives_of_a_flat_and_a_split_face():
+    """pixel_natives against values worked out here: a flat face has OFIQ's per-pixel
+    luminance as its mean, no variance or entropy, equal cheeks; a face whose left and
+    right halves differ has disjoint cheek histograms (IlluminationUniformity 0), and a
+    grey small image is not coloured."""
+    from reference.ofiq_inputs import colour_image
+
+    from facecast.attributes.ofiq_measures import FRAME, cheek_zones, pixel_natives
+
+    _, pts = colour_image(1, "grey")
+    ones = np.ones((FRAME, FRAME), np.uint8)
+    for rgb in [(200, 200, 200), (10, 12, 14), (250, 250, 250)]:
+        flat = np.broadcast_to(np.array(rgb, np.uint8), (FRAME, FRAME, 3)).copy()
+        vals, _ = pixel_natives(flat, ones, pts)
+        lum = math.floor(sum(c * _linear(v / 255) for c, v in zip((0.2126, 0.7152, 0.0722),
+                                                                   rgb, strict=True)) * 255 + 0.5)
+        assert vals["LuminanceMean"] == pytest.approx(lum / 255, abs=1e-12)
+        assert vals["LuminanceVariance"] == pytest.approx(0, abs=1e-15)
+        assert vals["DynamicRange"] == 0 and vals["IlluminationUniformity"] == pytest.approx(1)
+        assert vals["UnderExposurePrevention"] == (lum <= 25)
+        assert vals["OverExposurePrevention"] == (lum >= 247)
+        # grey: IsColoured fails, D = 0; coloured: the zones' mean is the colour itself
+        assert vals["NaturalColour"] == (0.0 if len(set(rgb)) == 1
+                                         else natural_colour_native(*lab_ab(rgb)))
+    (lx, _, s), (rx, _, _) = cheek_zones(pts)
+    split = np.full((FRAME, FRAME, 3), 60, np.uint8)
+    split[:, (lx + s + rx) // 2:] = 180
+    vals, _ = pixel_natives(split, ones, pts)
+    assert vals["IlluminationUniformity"] == 0 and vals["NaturalColour"] == 0.0
+    assert 0.9 < vals["DynamicRange"] <= 1.0  # two luminances, about half and half
+
+
+def _linear(x: float) -> float:
+    return ((x + 0.055) / 1.055) ** 2.4 if x > 0.04045 else x / 12.92

@@ -1,22 +1,44 @@
-"""facecast's cast_arrays benchmarks against CAST's own ``FilterClass`` (issue 30 part 2),
-run on arrays built to be hostile: tied runs at every cut, values exactly on the float32
-images of decimal bounds, NaN and infinities in filtered and unfiltered columns, NaN
-reaching the end of a rank range. Every subset must equal FilterClass's, path for path.
+"""facecast's cast_arrays benchmarks against what CAST's own ``FilterClass`` selected
+(issue 30 part 2, issue 39), on arrays built to be hostile: tied runs at every cut, values
+exactly on the float32 images of decimal bounds, NaN and infinities in filtered and
+unfiltered columns, NaN reaching the end of a rank range. Every subset must equal
+FilterClass's, path for path.
+
+CAST's code is not in this repository: ``tests/reference/cast_recorder.py`` ran
+``dataset_builder/filter.py`` from a CAST checkout on the arrays
+``tests/reference/cast_inputs.py`` builds and kept its selections in
+``tests/data/reference/cast/`` (docs/CONTRIBUTING.md, "Reference records"). These tests
+rebuild the same arrays from each record's seed and row count and compare.
+
+Which of the rows tied across a rank cut a slice keeps is numpy's default argsort's
+choice, which depends on the NumPy version and the CPU's sort kernel. Where this machine
+sorts as the recording machine did (the record's ``argsort_platform``), and for the
+stable-argsort record, the comparison is exact, row for row; elsewhere it is exact on
+every row not tied across a cut (:func:`cast_inputs.cut_tie_rows`).
 """
-# CAST's lines below are kept as they are written, lint and all:
-# ruff: noqa: E711, UP034, UP039, B011
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
-import os
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from reference.cast_inputs import (
+    CASES,
+    DIGEST_CASES,
+    HOSTILE,
+    cut_tie_rows,
+    hostile_arrays,
+    hostile_columns,
+    inputs_digest,
+    mask_from_hex,
+    rows_digest,
+)
+from reference.common import RECORDS, read_record
 
 from facecast.analysis.cast_filters import build_array_subset
 from facecast.analysis.cast_tuples import SORT_SIMD, argsort_platform, tie_cuts
@@ -25,148 +47,42 @@ from facecast.datasets.cast_manifest import build_cast_manifest
 from facecast.io.parquet_io import read_metadata, read_provenance
 
 
-# --------------------------------------------------------------------------------------
-# CAST's reference, its own lines: class FilterClass of StevenZhou90/CAST
-# dataset_builder/filter.py, as stored at WesRobbins/CAST (a copy by a CAST author) commit
-# 142deb27ded5a64af788f59977dcf0f01c5f2ab0, dataset_builder/filter.py (the code index holds
-# no StevenZhou90 copy of that path). Comments and the unused make_rank_old are left out;
-# every statement below is the reference's, character for character.
-# --------------------------------------------------------------------------------------
-class FilterClass():
-    def __init__(self, attr_paths, path_paths, columns=None, train_set = None):
-        self.attrArr = np.load(attr_paths)
-        self.current_mask = np.ones(self.attrArr.shape[0], dtype=bool)
-        self.paths = np.load(path_paths)
-        self.columns = columns
-        self.columns_list = self.make_columns_list()
-        self.train_set = train_set
-
-    def make_columns_list(self):
-        if self.columns!=None:
-            column_list = []
-            with open(self.columns) as f:
-                array = csv.reader(f)
-                for row in array:
-                    for i in row:
-                        column_list.append(i)
-        else:
-            column_list = self.attrArr[0].toList()
-        return column_list
-
-    def attr_name_to_idx(self, attr_name):
-        return self.columns_list.index(attr_name)
-
-    def make_rank(self, arr, idx):
-        atr_rank = arr[:,idx]
-        ind_list = np.argsort(atr_rank)
-        return ind_list
-
-    def make_range_mask(self, attribute_name, style, lower_range, upper_range):
-        idx = self.attr_name_to_idx(attribute_name)
-        ranked_list = self.make_rank(self.attrArr, idx)
-
-        if(style=='abs'):
-            lower_mask = self.attrArr[:,idx] > lower_range
-            upper_mask = self.attrArr[:,idx] < upper_range
-            mask = lower_mask*upper_mask
-
-        if(style=='rank'):
-            upper_bound_rank_idx = round((self.attrArr.shape[0]*upper_range/100))-1
-            lower_bound_rank_idx = round((self.attrArr.shape[0]*lower_range/100))
-            rank_section = ranked_list[lower_bound_rank_idx:upper_bound_rank_idx]
-            mask = np.zeros(self.attrArr.shape[0], dtype=bool)
-            mask[rank_section] = True
-
-        return mask
-
-    def make_classification_mask(self, attribute_name, filter_class):
-        idx = self.attr_name_to_idx(attribute_name)
-        mask = self.attrArr[:, idx]==filter_class
-        return mask
-
-    def add_mask(self, tup):
-        assert len(tup)==2 or len(tup)==4
-        if len(tup)==2:
-            mask = self.make_classification_mask(*tup)
-        if len(tup)==4:
-            mask = self.make_range_mask(*tup)
-        self.current_mask = self.current_mask * mask
-
-    def make_new_paths(self):
-        return self.paths[self.current_mask]
-
-    def filter_train_set(self, train_set):
-        if not train_set:
-            return
-        if train_set == 'WebFace12M':
-            mask = np.load('./data/webface12m_idxs.npy')
-        elif os.path.exists(self.train_set):
-            ...
-        else:
-            assert False, f'file does not exist {self.train_set}'
-
-        mask = ~mask
-        self.current_mask = self.current_mask * mask
-
-    def run(self, tup_list):
-        if self.train_set!=None:
-            self.filter_train_set(self.train_set)
-        for tup in tup_list:
-            self.add_mask(tup)
-        paths = self.make_new_paths()
-        return paths
-# ------------------------------------------------------------------ end of CAST's lines
+def record(name: str) -> dict:
+    """The record of case ``name`` (:data:`CASES`)."""
+    return read_record("cast", f"filterclass_{name}")
 
 
-COLUMNS = ["quality", "yaw", "age", "gender", "other"]
+def sorts_ties_as_recorded(rec: dict) -> bool:
+    """Whether numpy here orders tied values as it did where ``rec`` was recorded (or the
+    record used the stable argsort, the same everywhere)."""
+    if rec["inputs"]["argsort"] == "stable":
+        return True
+    keys = ("numpy", "machine", "sort_simd")
+    here, there = argsort_platform(), rec["inputs"]["argsort_platform"]
+    return all(here[k] == there[k] for k in keys)
 
 
-def hostile_arrays(d, n: int, seed: int = 0) -> dict[str, str]:
-    """CAST-format arrays of ``n`` rows in ``d``, hostile to every shortcut:
-
-    * ``quality``: a score in 0.1 steps (11 float32 values: tied runs at every cut; the
-      float32 images of 0.1 and 0.7 on the abs / class bounds below);
-    * ``yaw``: degrees in 0.1 steps, about a quarter NaN (a rank range reaching 100 % ends
-      among them), the float32 images of 12.3 (rounded
-      up) and 19.9 (rounded down) present;
-    * ``age``: whole years with +-inf in a few rows;
-    * ``gender``: 0 / 1, a few NaN (unfiltered in most benchmarks);
-    * ``other``: never filtered, with NaN;
-    unique paths ``id<k>/<j>.jpg`` and an exclusion mask of the first identities (CAST's
-    ``train_set``)."""
-    rng = np.random.default_rng(seed)
-    yaw = np.round(rng.uniform(-20, 20, n), 1)
-    yaw[rng.random(n) < 0.25] = np.nan
-    yaw[:4] = [12.3, 19.9, 12.3, 19.9]
-    age = rng.integers(15, 80, n).astype(np.float64)
-    age[rng.choice(n, 6, replace=False)] = [np.inf, np.inf, -np.inf, np.inf, -np.inf, np.inf]
-    gender = rng.integers(0, 2, n).astype(np.float64)
-    gender[rng.random(n) < 0.01] = np.nan
-    other = rng.random(n)
-    other[rng.random(n) < 0.02] = np.nan
-    quality = rng.integers(0, 11, n) / 10
-    attrs = np.c_[quality, yaw, age, gender, other].astype(np.float32)
-    d.mkdir(parents=True, exist_ok=True)
-    np.save(d / "attrArr.npy", attrs)
-    np.save(d / "paths.npy", np.array([f"id{i // 4:06d}/{i % 4}.jpg" for i in range(n)]))
-    exclude = np.arange(n) < n // 10
-    np.save(d / "mask.npy", exclude)
-    (d / "data").mkdir(exist_ok=True)                 # CAST's train_set file, its own name
-    np.save(d / "data" / "webface12m_idxs.npy", exclude)
-    (d / "columns.csv").write_text(",".join(COLUMNS) + "\n")
-    return {"kind": "cast_arrays", "attributes": str(d / "attrArr.npy"),
-            "paths": str(d / "paths.npy"), "columns": str(d / "columns.csv"),
-            "exclude_mask": str(d / "mask.npy"), "shard_size": 1 << 16}
-
-
-def cast_paths(spec: dict[str, str], tuples: list, monkeypatch,
-               train_set: str | None = "WebFace12M") -> np.ndarray:
-    """FilterClass's paths for ``tuples`` (CAST's ``run.py`` way; the train set excluded
-    unless ``train_set`` is None)."""
-    monkeypatch.chdir(os.path.dirname(spec["attributes"]))
-    tool = FilterClass(spec["attributes"], spec["paths"], columns=spec["columns"],
-                       train_set=train_set)
-    return tool.run([tuple(t) for t in tuples])
+def assert_is_cast(got: np.ndarray, name: str, keep: np.ndarray | None = None) -> np.ndarray:
+    """Assert facecast's row mask ``got`` is CAST's recorded selection of case ``name``
+    (ANDed with ``keep`` when given); return CAST's mask (None for a digest record)."""
+    rec, case = record(name), CASES[name]
+    attrs = hostile_columns(case["n"], case["seed"])[0]
+    keep = np.ones(case["n"], bool) if keep is None else keep
+    tied = cut_tie_rows(attrs, case["tuples"])
+    out = rec["outputs"]
+    if name in DIGEST_CASES:
+        assert rows_digest(got & ~tied) == out["outside_ties"]
+        if sorts_ties_as_recorded(rec):
+            assert rows_digest(got) == out["rows"]
+        return None
+    ref = mask_from_hex(out["mask_hex"], case["n"])
+    assert int(ref.sum()) == out["n_selected"]
+    assert rows_digest(ref & ~tied) == out["outside_ties"]      # the record is consistent
+    want = ref & keep
+    np.testing.assert_array_equal(got & ~tied, want & ~tied)    # every untied row
+    if sorts_ties_as_recorded(rec):
+        np.testing.assert_array_equal(got, want)                # row for row
+    return ref
 
 
 def facecast_subset(spec, tmp_path, tuples, *, workers=1, **bench) -> tuple[pd.DataFrame, dict]:
@@ -182,116 +98,150 @@ def facecast_subset(spec, tmp_path, tuples, *, workers=1, **bench) -> tuple[pd.D
     return pd.read_parquet(out), report
 
 
-HOSTILE = [
-    [["quality", "abs", 0.1, 0.7]],                       # values on both float32 bounds
-    [["quality", 0.7]],                                   # class = float32(0.7)
-    [["yaw", "abs", 12.3, 19.9], ["gender", 1]],          # bounds on values, NaN in both
-    [["quality", "rank", 10, 90]],                        # a tie cut at each end
-    [["quality", "rank", 33.3, 66.7], ["age", "rank", 5, 95]],
-    [["yaw", "rank", 70, 100]],                           # reaches into the NaN rows
-    [["yaw", "rank", 90, 100], ["quality", "rank", 0, 100]],  # NaN rows only, then all
-    [["age", "abs", 20, 40], ["age", 30]],                # int bounds; +-inf rows
-    [["age", "rank", 0, 0], ["other", "rank", 50, 100]],  # hi 0: all but the last row
-]
+def subset_mask(sub: pd.DataFrame, spec: dict) -> np.ndarray:
+    """The subset's rows as a mask, after checking its rows and paths are CAST's output
+    order and strings (``FilterClass.run`` returns ``paths[mask]``: row order)."""
+    paths = np.load(spec["paths"])
+    rows = sub["row"].to_numpy()
+    assert np.all(np.diff(rows) > 0)
+    assert sub["path"].tolist() == paths[rows].tolist()
+    mask = np.zeros(len(paths), bool)
+    mask[rows] = True
+    return mask
 
 
-@pytest.mark.parametrize("tuples", HOSTILE, ids=[json.dumps(t) for t in HOSTILE])
-def test_subsets_equal_cast_filterclass_path_for_path(tmp_path, monkeypatch, tuples):
-    spec = hostile_arrays(tmp_path / "a", 4000, seed=len(json.dumps(tuples)))
-    ref = cast_paths(spec, tuples, monkeypatch)
-    assert len(ref) > 0
+def case_arrays(tmp_path, name: str) -> dict:
+    case = CASES[name]
+    return hostile_arrays(tmp_path / "a", case["n"], case["seed"])
+
+
+def test_every_record_names_cast_at_a_commit_and_rebuilds_its_inputs():
+    """One record per case, each from StevenZhou90/CAST at a 40-hex commit, its inputs the
+    ones cast_inputs builds today (same case, same array bytes)."""
+    names = {p.stem for p in (RECORDS / "cast").glob("filterclass_*.json")}
+    assert names == {f"filterclass_{n}" for n in CASES}
+    for name, case in CASES.items():
+        rec = record(name)
+        assert rec["reference"] == "StevenZhou90/CAST"
+        assert re.fullmatch(r"[0-9a-f]{40}", rec["commit"])
+        assert (rec["path"], rec["function"]) == ("dataset_builder/filter.py",
+                                                  "FilterClass.run")
+        assert rec["command"].startswith("python tests/reference/record.py") and \
+            "--cast" in rec["command"]
+        assert {k: rec["inputs"][k] for k in case} == json.loads(json.dumps(case))
+        assert rec["inputs"]["arrays_sha256"] == inputs_digest(case["n"], case["seed"])
+
+
+@pytest.mark.parametrize("i", range(len(HOSTILE)), ids=[json.dumps(t) for t in HOSTILE])
+def test_subsets_equal_cast_filterclass_path_for_path(tmp_path, i):
+    name = f"hostile_{i}"
+    assert CASES[name]["tuples"] == HOSTILE[i]
+    spec = case_arrays(tmp_path, name)
+    assert record(name)["outputs"]["n_selected"] > 0
     for workers in (1, 2):
-        sub, report = facecast_subset(spec, tmp_path, tuples, workers=workers)
-        got = np.load(spec["paths"])[sub["row"].to_numpy()]
-        assert got.tolist() == ref.tolist()
-        assert report["n_subset"] == len(ref)
+        sub, report = facecast_subset(spec, tmp_path, HOSTILE[i], workers=workers)
+        got = subset_mask(sub, spec)
+        assert_is_cast(got, name)
+        assert report["n_subset"] == got.sum()
 
 
-def test_the_hostile_arrays_hit_every_difference(tmp_path, monkeypatch):
+def test_the_hostile_arrays_hit_every_difference(tmp_path):
     """The cases above are not vacuous: a float64 copy of the column, dropping NaN rows and
-    a tie-free cut would each select differently from CAST here."""
-    spec = hostile_arrays(tmp_path / "a", 4000, seed=1)
+    a tie-free cut would each select differently from CAST here, and the rows tied across
+    a cut (compared exactly only on the recording platform) are few."""
+    attrs, _, exclude = hostile_columns(CASES["hostile_0"]["n"], CASES["hostile_0"]["seed"])
+    q = attrs[:, 0].astype(np.float64)
+    ref = mask_from_hex(record("hostile_0")["outputs"]["mask_hex"], len(q))
+    assert (ref != ((q > 0.1) & (q < 0.7) & ~exclude)).sum() > 300       # float32(0.1)
+    ref = mask_from_hex(record("hostile_1")["outputs"]["mask_hex"], len(q))
+    assert ref.sum() > 300 and not (q[ref] == 0.7).any()                  # float32(0.7)
+    spec = case_arrays(tmp_path, "nan_kept")
     a = np.load(spec["attributes"])
-    q = a[:, 0]
-    assert ((q > 0.1) != (q.astype(np.float64) > 0.1)).sum() > 300       # float32(0.1)
-    assert ((q == 0.7) != (q.astype(np.float64) == 0.7)).sum() > 300      # float32(0.7)
     yaw = a[:, 1]
     assert ((yaw > 12.3) != (yaw.astype(np.float64) > 12.3)).sum() > 2      # rounded up
     assert ((yaw < 19.9) != (yaw.astype(np.float64) < 19.9)).sum() > 2      # rounded down
     nan_any = ~np.isfinite(a).all(axis=1)
-    ref = cast_paths(spec, [["quality", "rank", 10, 90]], monkeypatch)
-    assert np.isin(np.load(spec["paths"])[nan_any], ref).sum() > 100     # CAST keeps them
+    ref = mask_from_hex(record("nan_kept")["outputs"]["mask_hex"], len(a))
+    assert (nan_any & ref).sum() > 100                                    # CAST keeps them
     _, report = facecast_subset(spec, tmp_path, [["quality", "rank", 10, 90],
                                                  ["yaw", "rank", 70, 100]])
     tied, nan_range = report["filters"]
     assert len(tied["tie_cuts"]) == 2                         # both ends cut a tie
     assert nan_range["n_nan_selected"] > 0 and nan_range["tie_cuts"][-1]["value"] == "NaN"
+    for name in ("hostile_3", "hostile_4"):
+        case = CASES[name]
+        tied_rows = cut_tie_rows(hostile_columns(case["n"], case["seed"])[0], case["tuples"])
+        assert 0 < tied_rows.sum() < 0.5 * case["n"]
 
 
-def test_large_columns_take_the_bracketed_path_and_still_equal_cast(tmp_path, monkeypatch):
+def test_large_columns_take_the_bracketed_path_and_still_equal_cast(tmp_path):
     """Above order_stats' sample threshold the slice ends come from a bracketed sort, not
     np.sort: the selection must still be CAST's, ties and NaN included."""
-    spec = hostile_arrays(tmp_path / "a", 300_000, seed=7)
-    tuples = [["quality", "rank", 20, 80], ["yaw", "rank", 60, 100], ["age", "abs", 20, 60.5]]
-    ref = cast_paths(spec, tuples, monkeypatch)
-    sub, _ = facecast_subset(spec, tmp_path, tuples, workers=2)
-    assert np.load(spec["paths"])[sub["row"].to_numpy()].tolist() == ref.tolist()
+    spec = case_arrays(tmp_path, "large")
+    sub, _ = facecast_subset(spec, tmp_path, CASES["large"]["tuples"], workers=2)
+    rows = sub["row"].to_numpy()
+    got = np.zeros(CASES["large"]["n"], bool)
+    got[rows] = True
+    assert np.all(np.diff(rows) > 0) and len(sub) == record("large")["outputs"]["n_selected"]
+    assert_is_cast(got, "large")
 
 
-def test_nan_rows_keep_their_manifest_id_and_are_counted(tmp_path, monkeypatch, caplog):
-    spec = hostile_arrays(tmp_path / "a", 4000, seed=3)
-    tuples = [["yaw", "rank", 70, 100]]
+def test_nan_rows_keep_their_manifest_id_and_are_counted(tmp_path, caplog):
+    spec = case_arrays(tmp_path, "nan_rows")
+    tuples = CASES["nan_rows"]["tuples"]
     with caplog.at_level(logging.INFO, logger="facecast.analysis.cast_filters"):
         sub, report = facecast_subset(spec, tmp_path, tuples)
+    ref = assert_is_cast(subset_mask(sub, spec), "nan_rows")
     manifest = pd.read_parquet(tmp_path / "manifest.parquet").set_index("row")
     assert (sub["image_id"].to_numpy() == manifest.loc[sub["row"], "image_id"].to_numpy()).all()
     nan_sub = manifest.loc[sub["row"], "status"].to_numpy() == "nan_attribute"
     assert nan_sub.sum() == report["cast_nan"]["n_subset"] > 0
-    assert sub["image_id"][nan_sub].str.contains("//row").all()
+    assert (sub["image_id"][nan_sub] == sub["path"][nan_sub] + "//row"
+            + (sub["row"][nan_sub] + 1).astype(str)).all()
+    assert (sub["image_id"][~nan_sub] == sub["path"][~nan_sub]).all()
     yaw = np.load(spec["attributes"])[:, 1]
-    ref = cast_paths(spec, tuples, monkeypatch)
-    in_ref = np.isin(np.load(spec["paths"]), ref)
-    n_nan_in_range = int((np.isnan(yaw) & in_ref).sum())
-    assert report["filters"][0]["n_nan_pass"] == n_nan_in_range > 0
-    assert f"{n_nan_in_range} of them in the pool" in caplog.text
+    n_nan_in_range = int((np.isnan(yaw) & ref).sum())
+    assert n_nan_in_range > 0
+    if sorts_ties_as_recorded(record("nan_rows")):    # which NaN row the slice drops
+        assert report["filters"][0]["n_nan_pass"] == n_nan_in_range
+    assert f"{report['filters'][0]['n_nan_pass']} of them in the pool" in caplog.text
     meta = read_metadata(tmp_path / "s1.parquet")
     assert json.loads(meta["facecast.subset_report"])["cast_nan"]["mode"] == "cast"
 
 
-def test_cast_nan_drop_is_cast_without_the_nan_rows(tmp_path, monkeypatch):
-    spec = hostile_arrays(tmp_path / "a", 4000, seed=4)
-    tuples = [["quality", "rank", 10, 90], ["age", "abs", 20, 60]]
-    ref = cast_paths(spec, tuples, monkeypatch)
+def test_cast_nan_drop_is_cast_without_the_nan_rows(tmp_path):
+    spec = case_arrays(tmp_path, "nan_drop")
+    tuples = CASES["nan_drop"]["tuples"]
     finite = np.isfinite(np.load(spec["attributes"])).all(axis=1)
-    ref_finite = set(np.load(spec["paths"])[finite].tolist())
     sub, report = facecast_subset(spec, tmp_path, tuples, cast_nan="drop")
-    assert sub["image_id"].tolist() == [p for p in ref.tolist() if p in ref_finite]
+    ref = assert_is_cast(subset_mask(sub, spec), "nan_drop", keep=finite)
+    assert (ref & ~finite).sum() > 0                      # CAST kept NaN rows; drop did not
+    assert sub["image_id"].tolist() == sub["path"].tolist()
     assert report["cast_nan"]["n_pool"] == report["cast_nan"]["n_subset"] == 0
     assert report["cast_nan"]["n_rows"] > 0
     with pytest.raises(FilterError, match="cast_nan"):
         facecast_subset(spec, tmp_path, tuples, cast_nan="keep")
 
 
-def test_ties_are_logged_and_row_order_is_the_stable_argsort(tmp_path, monkeypatch, caplog):
-    spec = hostile_arrays(tmp_path / "a", 4000, seed=5)
-    tuples = [["quality", "rank", 10, 90]]
+def test_ties_are_logged_and_row_order_is_the_stable_argsort(tmp_path, caplog):
+    spec = case_arrays(tmp_path, "ties_all_rows")
+    tuples = CASES["ties_all_rows"]["tuples"]
+    assert CASES["ties_stable"]["tuples"] == tuples
+    assert CASES["ties_stable"]["seed"] == CASES["ties_all_rows"]["seed"]
     with caplog.at_level(logging.INFO, logger="facecast.analysis.cast_filters"):
         _, report = facecast_subset(spec, tmp_path, tuples)
     q = np.load(spec["attributes"])[:, 0]            # the cuts are over all rows, as CAST's
-    ref_mask = np.isin(np.load(spec["paths"]), cast_paths(spec, tuples, monkeypatch, None))
+    # CAST without its train set: how many tied rows its slice keeps (the same everywhere)
+    ref_mask = mask_from_hex(record("ties_all_rows")["outputs"]["mask_hex"], len(q))
     expect = [{"value": v.item(), "rows": int((q == v).sum()),
                "inside": int(((q == v) & ref_mask).sum())}
               for v in np.unique(q) if 0 < ((q == v) & ref_mask).sum() < (q == v).sum()]
     assert report["filters"][0]["tie_cuts"] == expect and len(expect) == 2
     assert caplog.text.count("straddle a cut") == 2
     assert "cast_ties: row_order cuts ties in row order" in caplog.text
-    # the option: CAST's lines with a stable argsort (tied rows in row order)
-    argsort = np.argsort
-    monkeypatch.setattr(np, "argsort", lambda a, **k: argsort(a, **{"kind": "stable", **k}))
-    stable = cast_paths(spec, tuples, monkeypatch)
-    monkeypatch.setattr(np, "argsort", argsort)
+    # the option: CAST's code with a stable argsort (tied rows in row order)
     sub, stable_report = facecast_subset(spec, tmp_path, tuples, cast_ties="row_order")
-    assert np.load(spec["paths"])[sub["row"].to_numpy()].tolist() == stable.tolist()
+    assert_is_cast(subset_mask(sub, spec), "ties_stable")
     assert stable_report["filters"][0]["tie_cuts"] == expect     # same ties, other rows
 
 

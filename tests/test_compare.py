@@ -12,9 +12,9 @@ import pytest
 
 from facecast.cli import main as cli_main
 from facecast.compare.inference import clustered_test, holm
-from facecast.compare.paired import _weighted_auc, align, compare_pair
+from facecast.compare.paired import _weighted_auc, align, compare_pair, fold_correct
 from facecast.compare.stage import leaderboard, run_compare
-from facecast.evaluate.metrics import auc_score
+from facecast.evaluate.metrics import auc_score, kfold_accuracy
 
 
 def scored(n_ids: int = 60, per_id: int = 4, seed: int = 0, noise: float = 0.0,
@@ -39,10 +39,66 @@ def scored(n_ids: int = 60, per_id: int = 4, seed: int = 0, noise: float = 0.0,
                          "fold": (np.arange(len(label)) % 10).astype(str)})
 
 
+def holm_step_down(p: np.ndarray, level: float) -> np.ndarray:
+    """Holm's (1979) procedure as the paper states it, independent of ``holm()``: order
+    the m p-values; reject the j-th smallest while p_(j) <= level / (m - j + 1), stop at
+    the first that is not."""
+    order = np.argsort(p, kind="stable")
+    reject = np.zeros(len(p), bool)
+    for j, k in enumerate(order):
+        if p[k] > level / (len(p) - j):
+            break
+        reject[k] = True
+    return reject
+
+
+def assert_is_holm(p: np.ndarray, adjusted: np.ndarray) -> None:
+    """Holm-adjusted p-values are the smallest levels at which the step-down procedure
+    rejects: at every level between two places where either side's rejections can change
+    (the adjusted values; the levels (m - j + 1) p_(j) at which the procedure's can) the
+    rows with ``adjusted <= level`` are exactly the procedure's rejections over ``p``."""
+    p, adjusted = np.asarray(p, np.float64), np.asarray(adjusted, np.float64)
+    ps = np.sort(p)
+    cuts = np.unique(np.r_[adjusted, ps * (len(p) - np.arange(len(p)))])
+    levels = np.r_[cuts[0] / 2, (cuts[:-1] + cuts[1:]) / 2]
+    for level in levels[levels < 1]:
+        np.testing.assert_array_equal(adjusted <= level, holm_step_down(p, level),
+                                      err_msg=f"level {level}")
+
+
 def test_holm_by_hand_and_nan_is_outside_the_family() -> None:
     assert np.allclose(holm(np.array([0.01, 0.04, 0.03])), [0.03, 0.06, 0.06])
     out = holm(np.array([0.01, np.nan, 0.04]))
     assert np.isnan(out[1]) and np.allclose(out[[0, 2]], [0.02, 0.04])
+
+
+def test_holm_step_down_check_is_independent_and_can_fail() -> None:
+    """The check above against hand-worked Holm values, and it rejects Holm applied to
+    part of the family (per model pair instead of the whole table)."""
+    p = np.array([0.01, 0.04, 0.03, 0.005])
+    assert_is_holm(p, [0.03, 0.06, 0.06, 0.02])  # 4*0.005, max(3*0.01, .), 2*0.03, 0.04
+    with pytest.raises(AssertionError):
+        assert_is_holm(p, np.r_[holm(p[:2]), holm(p[2:])])
+
+
+def test_fold_decisions_are_the_kfold_accuracy_decisions_at_exact_thresholds() -> None:
+    """The bootstrap re-weights fold_correct's decisions: per fold their mean must be
+    kfold_accuracy's accuracy of that fold, also where an exact threshold is a pair's own
+    distance 2 - 2s (there s > 1 - t/2 and 2 - 2s < t disagree in floating point; scores
+    on a 0.1 grid put such pairs in the other fold)."""
+    rng = np.random.default_rng(0)
+    cosine_form_differs = 0
+    for _ in range(300):
+        s = np.round(rng.uniform(-1, 1, 40), 1)
+        y = np.r_[0, 1, rng.integers(0, 2, 38)]
+        f = (np.arange(40) % 2).astype(str)
+        acc = kfold_accuracy(s, y, f, "exact")
+        correct = fold_correct(s, y, f, "exact")
+        per_fold = np.array([correct[f == k].mean() for k in acc.folds])
+        np.testing.assert_array_equal(per_fold, acc.accuracies)
+        t = acc.thresholds[f.astype(int)]  # folds "0", "1"
+        cosine_form_differs += int(((s > 1 - t / 2) != (2 - 2 * s < t)).any())
+    assert cosine_form_differs >= 10  # the data reaches the case the rule is about
 
 
 def test_weighted_auc_with_unit_weights_is_the_auc() -> None:
@@ -90,7 +146,7 @@ def test_better_model_is_named_identical_models_do_not_differ(tmp_path: Path) ->
     # Holm across the whole table: 3 model pairs x 4 metrics
     tested = diff["p"].notna()
     assert tested.sum() == 12
-    np.testing.assert_allclose(diff.loc[tested, "p_adjusted"], holm(diff.loc[tested, "p"]))
+    assert_is_holm(diff.loc[tested, "p"], diff.loc[tested, "p_adjusted"])
     bad_good = diff[(diff["model_a"] == "bad") & (diff["model_b"] == "good")].set_index("metric")
     # the better model is named, also where lower is better (FNMR: bad - good > 0)
     assert (bad_good["verdict"] == "good better").all()

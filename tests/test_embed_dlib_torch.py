@@ -21,6 +21,7 @@ from skimage.data import astronaut
 
 from facecast.config.schema import ConfigError, validate_config
 from facecast.embed.checks import dlib_engine_errors
+from facecast.embed.dlib_arch import check_network, layer_shapes, parameter_count
 from facecast.embed.dlib_dnn import DlibModelError, build_resnet, read_dlib_resnet
 from facecast.embed.dlib_resnet import DlibEmbedder, arcface_to_dlib_chips, default_dlib_weights
 from facecast.embed.registry import build_embedder
@@ -199,3 +200,144 @@ def test_engine_in_schema_and_job_resources():
     assert uses_cuda({"backend": "dlib_resnet"}, "cuda")
     assert not uses_cuda({"backend": "dlib_resnet", "engine": "dlib"}, "cuda")
     assert not uses_cuda({"backend": "dlib_resnet"}, "cpu")
+
+
+# ---------------------------------------------------------------------------------------
+# dlib's geometry (issue 39.4): the real file with one field changed must be refused,
+# naming the layer and the value, before anything is allocated
+
+
+def _int_at(data: bytes, pos: int) -> tuple[int, int]:
+    """dlib's serialised integer at ``pos`` (control byte: low 4 bits the byte count, 0x80
+    negative; then little-endian bytes) and the position after it."""
+    ctrl = data[pos]
+    value = int.from_bytes(data[pos + 1:pos + 1 + (ctrl & 0x0F)], "little")
+    return (-value if ctrl & 0x80 else value), pos + 1 + (ctrl & 0x0F)
+
+
+def _dlib_int(value: int) -> bytes:
+    """``value`` serialised as dlib does (fewest bytes)."""
+    raw = abs(value).to_bytes((abs(value).bit_length() + 7) // 8, "little")
+    return bytes([len(raw) | (0x80 if value < 0 else 0)]) + raw
+
+
+def _fields(data: bytes, tag: bytes, nth: int) -> list[tuple[int, int]]:
+    """Byte spans of the integer fields that follow the ``nth`` layer tagged ``tag``:
+    ``con_4``: filters, nr, nc, stride y/x, padding y/x, then the filter alias's version
+    and 4 dimensions (the parameter tensor before them skipped); ``max_pool_2`` /
+    ``avg_pool_2``: size y/x, stride y/x, padding y/x; ``fc_2``: outputs, inputs, then
+    (the parameter tensor skipped) the weight alias's version and 4 dimensions;
+    ``input_rgb_image_sized``: rows and columns (the three mean floats skipped)."""
+    pos = -1
+    for _ in range(nth + 1):
+        pos = data.index(bytes([1, len(tag)]) + tag, pos + 1)
+    pos += 2 + len(tag)
+    spans: list[tuple[int, int]] = []
+
+    def take(n: int, keep: bool = True) -> list[int]:
+        nonlocal pos
+        values = []
+        for _ in range(n):
+            start = pos
+            value, pos = _int_at(data, pos)
+            values.append(value)
+            if keep:
+                spans.append((start, pos))
+        return values
+
+    def skip_tensor() -> None:
+        nonlocal pos
+        dims = take(5, keep=False)[1:]  # version 2, then n, k, nr, nc; float32 values
+        pos += 4 * int(np.prod(dims))
+
+    if tag == b"con_4":
+        skip_tensor()
+        take(7 + 5)
+    elif tag == b"fc_2":
+        take(2)
+        skip_tensor()
+        take(5)
+    elif tag == b"input_rgb_image_sized":
+        take(6, keep=False)  # three floats: a mantissa and an exponent each
+        take(2)
+    else:
+        take(6)
+    return spans
+
+
+def _rewrite(data: bytes, changes: dict[tuple[int, int], int]) -> bytes:
+    """``data`` with the integers at the given spans replaced (lengths may change)."""
+    out, last = [], 0
+    for (start, end), value in sorted(changes.items()):
+        out += [data[last:start], _dlib_int(value)]
+        last = end
+    return b"".join(out + [data[last:]])
+
+
+#: (layer tag, which one, {field index: new value}, what the error must say)
+CORRUPTIONS = {
+    "stem_padding_5000": (b"con_4", 0, {5: 5000, 6: 5000},
+                          r"layer 1 \(stem con\): padding \(5000, 5000\), where dlib's"),
+    "block_stride": (b"con_4", 1, {3: 2, 4: 2},
+                     r"layer 6 \(con 1 of residual block 1 \(ares<32>\)\): stride \(2, 2\)"),
+    "filter_1x9": (b"con_4", 2, {1: 1, 2: 9, 10: 1, 11: 9},
+                   r"layer 9 \(con 2 of residual block 1 \(ares<32>\)\): kernel \(1, 9\)"),
+    "max_pool_size": (b"max_pool_2", 0, {0: 5, 1: 5},
+                      r"layer 4 \(stem max_pool\): size \(5, 5\)"),
+    "avg_pool_stride": (b"avg_pool_2", 0, {2: 1, 3: 1},
+                        r"avg_pool of residual block 4 \(ares_down<64>\)\): stride \(1, 1\)"),
+    "input_5000": (b"input_rgb_image_sized", 0, {0: 5000, 1: 5000},
+                   r"layer 0 \(input_rgb_image_sized\): size \(5000, 5000\)"),
+    "fc_512_in": (b"fc_2", 0, {0: 64, 1: 512, 3: 512, 4: 64},
+                  r"\(fc_no_bias<128>\): inputs 512, where dlib's .* has 256"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CORRUPTIONS))
+def test_reader_refuses_a_layer_with_other_geometry(tmp_path, weights, case):
+    tag, nth, change, message = CORRUPTIONS[case]
+    data = weights.read_bytes()
+    spans = _fields(data, tag, nth)
+    bad = tmp_path / f"{case}.dat"
+    bad.write_bytes(_rewrite(data, {spans[k]: v for k, v in change.items()}))
+    with pytest.raises(DlibModelError, match=message) as err:
+        read_dlib_resnet(bad)
+    assert str(bad) in str(err.value)
+
+
+def test_field_walker_reads_the_real_files_geometry(weights):
+    """The spans the corruptions rewrite hold what the reader reads (a walker that found
+    the wrong bytes would make the test above pass for the wrong reason)."""
+    data = weights.read_bytes()
+    layers = read_dlib_resnet(weights)
+    val = [_int_at(data, a)[0] for a, _ in _fields(data, b"con_4", 2)]
+    assert val[:7] == [32, 3, 3, 1, 1, 1, 1] and val[7:] == [1, 32, 32, 3, 3]
+    stem = [_int_at(data, a)[0] for a, _ in _fields(data, b"con_4", 0)]
+    assert stem[:7] == [32, 7, 7, 2, 2, 0, 0] == [32, *layers[1].values["weight"].shape[2:],
+                                                  *layers[1].values["stride"],
+                                                  *layers[1].values["padding"]]
+    assert [_int_at(data, a)[0] for a, _ in _fields(data, b"max_pool_2", 0)] == [3, 3, 2, 2,
+                                                                                 0, 0]
+    assert [_int_at(data, a)[0] for a, _ in _fields(data, b"input_rgb_image_sized", 0)] == [
+        150, 150]
+    assert [_int_at(data, a)[0] for a, _ in _fields(data, b"fc_2", 0)] == [
+        128, 256, 1, 256, 128, 1, 1]
+
+
+def test_size_bounds_name_the_layer_before_anything_is_built(weights):
+    layers = read_dlib_resnet(weights)
+    assert parameter_count(layers) == 5_614_592
+    shapes = layer_shapes(layers)
+    assert sum(c * h * w for c, h, w in shapes) == 2_581_676 and shapes[-2] == (128, 1, 1)
+    check_network(layers, "real")  # dlib's own network passes both bounds
+    with pytest.raises(DlibModelError, match=r"5614592 parameters, more than the 5000000"):
+        check_network(layers, "x", max_parameters=5_000_000)
+    # 67,500 input values + 3 x 165,888 at the stem = 565,164; the max_pool's 39,200 pass
+    with pytest.raises(DlibModelError, match=r"layer 4 \(stem max_pool\): output 32x35x35; "
+                                             r"the layers up to it hold 604364 values"):
+        check_network(layers, "x", max_activations=600_000)
+    # the issue's file: the bound alone would have stopped it (3.1 GiB at the stem)
+    layers[1].values["padding"] = (5000, 5000)
+    assert layer_shapes(layers)[1] == (32, 5072, 5072)
+    with pytest.raises(DlibModelError, match=r"layer 1 \(stem con\): padding"):
+        build_resnet(layers)

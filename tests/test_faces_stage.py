@@ -142,6 +142,10 @@ def test_ok_rows_have_faces_and_crops(result):
         assert 0 <= lm[:, 0].min() and lm[:, 0].max() < r["image_width"]
         assert decode_png(r["crop_arcface"]).shape == (112, 112, 3)
         assert decode_png(r["crop_facenet"]).shape == (160, 160, 3)
+        # every detected box's area, largest first; select=largest keeps the first
+        areas = np.asarray(r["face_box_areas"])
+        assert len(areas) == r["n_faces"] and (np.diff(areas) <= 0).all()
+        assert areas[0] == pytest.approx((x2 - x1) * (y2 - y1), rel=1e-5)
     rot = df.set_index("image_id").loc["bob/rotated.jpg"]
     assert (rot["image_width"], rot["image_height"]) == (205, 240)  # upright after EXIF
     assert "EXIF orientation 6" in rot["message"]
@@ -154,6 +158,7 @@ def test_failed_rows_are_empty_but_present(result):
     bad = df[df["status"].isin(["decode_error", "missing", "outside_root"])]
     assert bad["crop_arcface"].isna().all() and bad["crop_facenet"].isna().all()
     assert bad["n_faces"].isna().all() and bad["bbox"].isna().all()
+    assert bad["face_box_areas"].isna().all()
     msgs = df.set_index("image_id")["message"]
     assert "empty file" in msgs["carol/empty.jpg"]
     assert "not a recognised image" in msgs["carol/notes.jpg"]
@@ -162,6 +167,7 @@ def test_failed_rows_are_empty_but_present(result):
     assert "truncated or corrupt" in msgs["carol/corrupt.png"]
     noface = df.set_index("image_id").loc["carol/noface.png"]
     assert noface["n_faces"] == 0 and noface["crop_arcface"] is None
+    assert len(noface["face_box_areas"]) == 0  # the detector ran and found none
 
 
 def test_provenance_names_the_detector(result):
@@ -232,3 +238,25 @@ def test_manifest_statuses_pass_through_untouched(detector, tmp_path):
         ("a", "duplicate", "listed twice"), ("b", "no_identity", ""),
         ("c", "outside_root", f"path escapes the dataset root {tmp_path}")]
     assert all(r["crop_arcface"] is None and r["n_faces"] is None for r in out)
+
+
+def test_face_row_records_every_box_area_in_full_image_pixels():
+    """SingleFacePresent (OFIQ) needs the two largest boxes, whichever face is kept: a
+    reduced decode (scale 0.5) doubles each side, so areas grow four times."""
+    from facecast.faces.decode import DecodedImage
+    from facecast.faces.detect import Detections
+    from facecast.faces.stage import _Job, face_row
+
+    img = np.asarray(skimage.data.astronaut())[::2, ::2].copy()  # 256 x 256
+    boxes = np.array([[10, 10, 30, 40], [100, 60, 180, 170], [200, 200, 210, 205]], np.float32)
+    lms = np.tile(np.array([[120, 90], [160, 90], [140, 110], [125, 140], [155, 140]],
+                           np.float32), (3, 1, 1))
+    det = Detections(boxes, np.array([0.99, 0.95, 0.9], np.float32), lms)
+    dec = DecodedImage(img, "ok", "", 512, 512, 0.5, 0.5)
+    row = face_row(_Job("x", "ok", "", decoded=dec), det, FacesConfig(select="score"))
+    assert row["n_faces"] == 3 and row["status"] == "ok"
+    # full px = (p + 0.5) / 0.5 - 0.5: widths and heights double
+    expect = sorted([(2 * 80) * (2 * 110), (2 * 20) * (2 * 30), (2 * 10) * (2 * 5)],
+                    reverse=True)
+    np.testing.assert_allclose(row["face_box_areas"], expect, rtol=1e-6)
+    assert row["bbox"][2] - row["bbox"][0] == pytest.approx(40)  # score kept the small box

@@ -52,6 +52,12 @@ def test_all_outputs_and_every_pair_kept(sim):
     assert read_provenance(root / "biased" / "p" / "summary.parquet")["model"] == "biased"
     report = (root / "biased" / "p" / "report.md").read_text()
     assert "Table A7" in report and "female_dark" in report
+    # at FMR 1e-2 three groups have no false match: the ratios are inf in the file and
+    # n/a naming those groups in the report
+    thr = read_parquet(root / "biased" / "p" / "thresholds.parquet").set_index("name")
+    assert thr.loc["fmr=0.01", "fmr_max_min"] == np.inf
+    assert "n/a (0 false matches in female_dark, female_light, male_dark)" in report
+    assert "| inf" not in report and "inf |" not in report
 
 
 def test_planted_group_is_most_discriminated_for_positive_pairs(sim):

@@ -1,10 +1,19 @@
 """Global-threshold fairness: thresholds, intervals, ratios, FDR, GARBE, inequity rate."""
 
+import logging
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from facecast.fairness.assess import _thresholds_and_rates
+from facecast.fairness.tables import (
+    mark_zero_rates,
+    report_views,
+    to_markdown,
+    zero_rate_notes,
+)
 from facecast.fairness.threshold import (
     binomial_interval,
     disparity,
@@ -102,3 +111,52 @@ def test_group_rates_counts():
     assert r.loc["b", "fmr"] == 0.5 and r.loc["b", "fnmr"] == 0.0
     assert list(r.index) == ["a", "b"]
     assert (r["fmr_lo"] <= r["fmr"]).all() and (r["fmr"] <= r["fmr_hi"]).all()
+
+
+def _two_groups() -> pd.DataFrame:
+    """Groups a and b at one fixed threshold 0.5: a's impostors match once in two, b's
+    never; every genuine pair of either group matches (FNMR 0 and 0)."""
+    return pd.DataFrame({
+        "score": [0.6, 0.1, 0.1, 0.2, 0.9, 0.8, 0.9, 0.7],
+        "label": [0, 0, 0, 0, 1, 1, 1, 1],
+        "group": ["a", "a", "b", "b", "a", "a", "b", "b"],
+        "status": "ok", "in_reference": True, "in_cells": True})
+
+
+def test_ratio_over_a_group_without_false_matches_reads_na_with_the_group(caplog):
+    """fmr_max_min, fmr_max_geomean and the inequity rate are inf in the file (b has no
+    false match); the report's table says n/a and names b, the log says the same, and the
+    FNMR ratios (0 and 0: no differential) stay 1."""
+    cfg = {"thresholds": {"fixed": [0.5]}, "alpha": 0.5}
+    with caplog.at_level(logging.WARNING, logger="facecast.fairness.assess"):
+        thr, rates = _thresholds_and_rates(_two_groups(), cfg, None)
+    row = thr.iloc[0]
+    assert row["fmr_max_min"] == row["fmr_max_geomean"] == row["inequity_rate"] == math.inf
+    assert row["fnmr_max_min"] == 1.0
+    view, _, _ = report_views(thr, rates, pd.DataFrame())
+    note = "n/a (0 false matches in b)"
+    assert view.loc[0, "fmr_max_min"] == view.loc[0, "fmr_max_geomean"] == note
+    assert view.loc[0, "inequity_rate"] == note and view.loc[0, "fnmr_max_min"] == 1.0
+    table = to_markdown(view, ["name", "fmr_max_min", "fnmr_max_min", "inequity_rate"])
+    assert "inf" not in table and note in table
+    assert "fmr_max_min, fmr_max_geomean, inequity_rate infinite" in caplog.text
+    assert note in caplog.text
+
+
+def test_zero_rate_notes_name_every_group_at_zero_and_both_rates():
+    thr = pd.DataFrame({"fmr_max_min": [math.inf, 2.0, 1.0], "fnmr_max_min": [math.inf] * 2
+                        + [1.0], "inequity_rate": [math.inf, math.inf, 1.0]})
+    rates = pd.DataFrame({"threshold_index": [0, 0, 0, 1, 1, 1, 2, 2, 2],
+                          "group": ["a", "b", "c"] * 3,
+                          "fmr": [0.1, 0.0, 0.0, 0.2, 0.1, 0.1, 0.0, 0.0, 0.0],
+                          "fnmr": [0.0, 0.3, np.nan, 0.0, 0.3, 0.1, 0.0, 0.0, 0.0]})
+    notes = zero_rate_notes(thr, rates)
+    assert notes[0] == {"fmr_max_min": "n/a (0 false matches in b, c)",
+                        "fnmr_max_min": "n/a (0 false non-matches in a)",
+                        "inequity_rate": "n/a (0 false matches in b, c; "
+                                         "0 false non-matches in a)"}
+    assert notes[1] == {"fnmr_max_min": "n/a (0 false non-matches in a)",
+                        "inequity_rate": "n/a (0 false non-matches in a)"}
+    assert notes[2] == {}  # all rates 0: no differential, ratio 1
+    shown = mark_zero_rates(thr, rates)
+    assert shown.loc[1, "fmr_max_min"] == 2.0 and shown.loc[2, "inequity_rate"] == 1.0

@@ -11,6 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from PIL import Image
+from reference.bin_inputs import lfw_like
+from reference.common import read_record
 from sklearn.model_selection import KFold
 
 from facecast.datasets.insightface_bin import (
@@ -119,39 +121,11 @@ def test_integer_and_numpy_labels_are_bools(tmp_path):
 
 # ------------------------------------------------------------ dataset and protocol
 
-def insightface_accuracy(dist: np.ndarray, issame: np.ndarray) -> tuple[float, float]:
-    """A direct port of insightface's eval/verification.py fold logic (LFold over
-    ``np.arange(nrof_pairs)`` with ``KFold(n_splits=10, shuffle=False)``, thresholds
-    ``np.arange(0, 4, 0.01)``, ``np.less(dist, threshold)``, ``np.argmax`` of the train
-    accuracy, then mean and std of the test-fold accuracies)."""
-    thresholds = np.arange(0, 4, 0.01)
-
-    def calculate_accuracy(threshold, dist, actual_issame):
-        predict_issame = np.less(dist, threshold)
-        tp = np.sum(np.logical_and(predict_issame, actual_issame))
-        tn = np.sum(np.logical_and(np.logical_not(predict_issame),
-                                   np.logical_not(actual_issame)))
-        return float(tp + tn) / dist.size
-
-    k_fold = KFold(n_splits=10, shuffle=False)
-    indices = np.arange(len(issame))
-    accuracy = np.zeros(10)
-    for fold_idx, (train_set, test_set) in enumerate(k_fold.split(indices)):
-        acc_train = np.zeros(len(thresholds))
-        for t_idx, threshold in enumerate(thresholds):
-            acc_train[t_idx] = calculate_accuracy(threshold, dist[train_set], issame[train_set])
-        best = np.argmax(acc_train)
-        accuracy[fold_idx] = calculate_accuracy(thresholds[best], dist[test_set],
-                                                issame[test_set])
-    return float(np.mean(accuracy)), float(np.std(accuracy))
-
-
 @pytest.fixture(scope="module")
 def bin_set(tmp_path_factory):
     d = tmp_path_factory.mktemp("bin")
-    rng = np.random.default_rng(7)
-    n_pairs = 205  # not a multiple of 10: KFold's first 5 folds get one pair more
-    issame = rng.random(n_pairs) < 0.5
+    issame, _ = lfw_like()  # 205 pairs: KFold's first 5 folds get one pair more
+    n_pairs = len(issame)
     images = [_jpeg(i) for i in range(2 * n_pairs)]
     write_bin(d / "lfw.bin", images, issame.tolist(), protocol=2)
     return d, issame
@@ -187,12 +161,9 @@ def test_evaluates_to_insightface_accuracy(bin_set, tmp_path):
     assert len(pairs) == len(issame) and pairs["fold"].nunique() == 10
     assert "consecutive blocks" in read_provenance(proto)["folds"]
     # embeddings: genuine pairs closer on average, with overlap (accuracy well below 1)
-    rng = np.random.default_rng(1)
-    n_img, dim = len(manifest), 16
-    emb = rng.standard_normal((n_img, dim))
-    for k in np.flatnonzero(issame):
-        emb[2 * k + 1] = emb[2 * k] + rng.standard_normal(dim) * 1.1
-    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    same, emb = lfw_like()
+    assert same.tolist() == issame.tolist()
+    n_img, dim = emb.shape
     ok = manifest["status"].to_numpy() == "ok"
     table = pa.table({
         "image_id": manifest["image_id"].tolist(),
@@ -207,8 +178,9 @@ def test_evaluates_to_insightface_accuracy(bin_set, tmp_path):
                              cfg={"plots": False})
     scores = read_parquet(tmp_path / "scores.parquet")
     assert (scores["status"] == "ok").all() and row["n_skipped"] == 0
-    ref_mean, ref_std = insightface_accuracy(2.0 - 2.0 * scores["score"].to_numpy(),
-                                             scores["label"].to_numpy().astype(bool))
+    # insightface's evaluate on the same embeddings (recorded from its verification.py)
+    ref = read_record("insightface", "evaluate_cases")["outputs"]["lfw_like"]
+    ref_mean, ref_std = ref["mean"], ref["std"]
     assert row["accuracy"] == pytest.approx(ref_mean, abs=1e-12)
     assert row["accuracy_std"] == pytest.approx(ref_std, abs=1e-12)
     assert row["n_folds"] == 10

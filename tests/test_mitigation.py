@@ -33,6 +33,7 @@ from facecast.mitigation.clusters import (
     cluster_cap,
     clustercal_fit,
     clustercal_prob,
+    fit_kmeans,
     fsn_fit,
     fsn_scores,
 )
@@ -44,8 +45,10 @@ from facecast.mitigation.cohort import (
     normalised_scores,
 )
 from facecast.mitigation.fusion import fusion_fit, group_shift_fit, group_shift_scores
+from facecast.mitigation.report import table_markdown
 from facecast.mitigation.split import check_sides, split_by_fraction, split_by_source
 from facecast.mitigation.stage import run_mitigation
+from facecast.mitigation.table import build_tables
 from facecast.mitigation.targets import METHODS
 from facecast.slices import targets as slices_targets
 
@@ -67,6 +70,12 @@ def _direct_stats(emb, ident, cohort_idx, i, top_k):
     return np.mean(vals), np.std(vals), np.mean(top), np.std(top), vals
 
 
+def _bob_sd(vals):
+    """ZTNorm.cpp's SD: n - 1 divisor, 0 for one value, an SD <= DBL_MIN replaced by 1."""
+    sd = float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0
+    return 1.0 if sd <= np.finfo(np.float64).tiny else sd
+
+
 def test_cohort_norms_equal_their_formulas_on_a_small_cohort():
     emb, ident, cidx = _cohort_case()
     cohort, cid = emb[cidx], ident[cidx]
@@ -76,24 +85,49 @@ def test_cohort_norms_equal_their_formulas_on_a_small_cohort():
     own = {}
     for j, c in enumerate(cidx):
         vals = [float(emb[c] @ emb[d]) for d in cidx if ident[d] != ident[c]]
-        own[c] = (np.mean(vals), np.std(vals))
+        own[c] = (np.mean(vals), _bob_sd(vals))     # ZTNorm.cpp's D rows: n - 1
         assert self_stats[0][j] == pytest.approx(own[c][0])
         assert self_stats[1][j] == pytest.approx(own[c][1])
     ia, ib = np.array([0, 1, 7, 2]), np.array([7, 8, 8, 5])
     s = np.array([float(emb[a] @ emb[b]) for a, b in zip(ia, ib, strict=True)])
     for k, (a, b) in enumerate(zip(ia, ib, strict=True)):
-        mu_a, sd_a, mk_a, sk_a, _ = _direct_stats(emb, ident, cidx, a, 2)
+        mu_a, sd_a, mk_a, sk_a, vals_a = _direct_stats(emb, ident, cidx, a, 2)
         mu_b, sd_b, mk_b, sk_b, _ = _direct_stats(emb, ident, cidx, b, 2)
         z = (s[k] - mu_a) / sd_a
         t = (s[k] - mu_b) / sd_b
         zcoh = [(float(emb[b] @ emb[c]) - own[c][0]) / own[c][1] for c in cidx
                 if ident[c] != ident[b]]
-        want = {"znorm": z, "tnorm": t, "ztnorm": (z - np.mean(zcoh)) / np.std(zcoh),
+        z1 = (s[k] - mu_a) / _bob_sd(vals_a)        # ZTNorm.cpp: n - 1 at all three steps
+        assert _bob_sd(vals_a) != pytest.approx(sd_a) and len(zcoh) > 1
+        want = {"znorm": z, "tnorm": t, "ztnorm": (z1 - np.mean(zcoh)) / _bob_sd(zcoh),
                 "snorm": (z + t) / 2,
                 "asnorm": ((s[k] - mk_a) / sk_a + (s[k] - mk_b) / sk_b) / 2}
         for method, value in want.items():
             got = normalised_scores(method, s, ia, ib, st)[k]
             assert got == pytest.approx(value, rel=1e-5, abs=1e-6), method
+
+
+def test_ztnorm_replaces_a_zero_sd_by_one_as_ztnorm_cpp():
+    # cohort: identities 1 and 2 (one image each) - each cohort image's own statistics
+    # rest on ONE score (ZTNorm.cpp: SD 0, replaced by 1); identical embeddings of the two
+    # cohort images give the probe constant cohort scores (SD exactly 0 -> 1 again)
+    e = l2_normalise(np.array([[1.0, 0.2, 0.0], [0.3, 1.0, 0.5], [0.3, 1.0, 0.5],
+                               [0.0, 0.4, 1.0]]))
+    ident = np.array([0, 1, 2, 3])
+    cidx = np.array([1, 2])
+    self_stats = cohort_self_stats(e[cidx], ident[cidx])
+    assert self_stats[1].tolist() == [1.0, 1.0]            # one value each: SD 0 -> 1
+    st = image_stats(e, ident, e[cidx], ident[cidx], self_stats, top_k=2)
+    s = np.array([float(e[0] @ e[3])])
+    c = e[cidx]
+    mu_a = float(np.mean(c @ e[0]))
+    z1 = s[0] - mu_a                                       # constant cohort scores: SD 1
+    zc = c @ e[3] - self_stats[0]                          # each divided by its SD 1
+    want = (z1 - zc.mean()) / 1.0                          # constant again: SD 0 -> 1
+    got = normalised_scores("ztnorm", s, np.array([0]), np.array([3]), st)[0]
+    assert np.isfinite(got) and got == pytest.approx(want, abs=1e-12)
+    # the Z-norm of bob.bio.base's ZNormScores keeps its population SD (floored, not 1)
+    assert abs(normalised_scores("znorm", s, np.array([0]), np.array([3]), st)[0]) > 1e6
 
 
 def test_cohort_sample_is_seeded_and_capped():
@@ -140,6 +174,19 @@ def test_fsn_cluster_without_enough_impostors_keeps_the_global_threshold():
     assert list(fsn.resolvable) == [True, False] and fsn.offsets[1] == 0.0
     assert cluster_cap(100, 1000, 1000, 0.01)[0] == 5     # 2 x 1000 / (4 x 100)
     assert cluster_cap(3, 1000, 10**6, 0.01) == (3, "")
+    # FairCal has no thresholds: only the images bound its clusters
+    assert cluster_cap(100, 1000) == (100, "")
+    assert cluster_cap(100, 40) == (40, "40 clusters, not 100: 40 calibration images")
+
+
+def test_kmeans_is_faircals_scikit_learn_call_with_ten_initialisations():
+    from sklearn.cluster import KMeans
+
+    x = np.random.default_rng(9).random((300, 3)).astype(np.float32)
+    ten = KMeans(n_clusters=12, n_init=10, random_state=5).fit(x)
+    one = KMeans(n_clusters=12, n_init=1, random_state=5).fit(x)
+    assert ten.inertia_ < one.inertia_                   # the initialisations matter here
+    assert np.allclose(fit_kmeans(x, 12, seed=5), ten.cluster_centers_)
 
 
 # ------------------------------------------------------------------ calibration maps
@@ -164,12 +211,40 @@ def test_beta_calibration_equals_a_direct_fit_of_its_three_parameters():
                                      + direct[2]), atol=1e-6)
 
 
-def test_beta_calibration_drops_a_negative_coefficient_like_betacal():
+def _nll_fit(feats, y):
+    """Unpenalised logistic regression on ``feats`` (+ intercept) by BFGS (independent of
+    facecast's Newton solver)."""
+    x1 = np.column_stack([feats, np.ones(len(y))])
+
+    def nll(p):
+        z = x1 @ p
+        return np.sum(np.logaddexp(0, z) - y * z)
+
+    return minimize(nll, x0=np.zeros(x1.shape[1]), method="BFGS",
+                    options={"gtol": 1e-10}).x
+
+
+@pytest.mark.parametrize("dropped", ["a", "b"])
+def test_beta_calibration_drops_a_negative_coefficient_like_betacal(dropped):
+    # data whose full fit has a negative coefficient on ln s (a) or on -ln(1 - s) (b):
+    # betacal's "abm" then drops that feature and refits the other alone
     rng = np.random.default_rng(3)
-    s = rng.uniform(-0.9, 0.9, 2000)
-    y = (rng.random(2000) < expit(-3 * np.log1p(-(s + 1) / 2) - 2)).astype(int)
+    s = rng.uniform(-0.95, 0.95, 4000)
+    u = (s + 1) / 2
+    z = (-1.5 * np.log(u) - 2.0 * np.log1p(-u) - 2.0 if dropped == "a"
+         else 2.0 * np.log(u) + 1.5 * np.log1p(-u) + 1.0)
+    y = (rng.random(4000) < expit(z)).astype(int)
+    feats = np.column_stack([np.log(u), -np.log1p(-u)])
+    full = _nll_fit(feats, y)
+    assert full[0 if dropped == "a" else 1] < -0.5           # the data force the drop
     m = beta_fit(s, y)
-    assert m.a == 0.0 or m.b == 0.0 or (m.a > 0 and m.b > 0)
+    keep = 1 if dropped == "a" else 0
+    coef, inter = _nll_fit(feats[:, keep:keep + 1], y)
+    if dropped == "a":
+        assert m.a == 0.0 and m.b == pytest.approx(coef, abs=1e-4)
+    else:
+        assert m.b == 0.0 and m.a == pytest.approx(coef, abs=1e-4)
+    assert m.c == pytest.approx(inter, abs=1e-4)
 
 
 def test_fusion_weights_equal_scikit_learns_logistic_regression():
@@ -234,7 +309,7 @@ def test_group_thresholds_shift_one_group_pairs_only():
     ga = rng.integers(0, 2, n)
     gb = np.where(rng.random(n) < 0.7, ga, 1 - ga)
     label = np.zeros(n, int)
-    score = rng.normal(0.2 + 0.2 * ga, 0.1)
+    score = rng.normal(0.2 - 0.4 * (ga != gb), 0.1)
     gs = group_shift_fit(score, label, ga, gb, ["a", "b"], 0.01)
     for g in (0, 1):
         mine = score[(ga == g) & (gb == g)]
@@ -244,6 +319,10 @@ def test_group_thresholds_shift_one_group_pairs_only():
     same = ga == gb
     assert np.allclose(shifted[~same], score[~same])
     assert np.allclose(shifted[same], score[same] - gs.offsets[ga[same]])
+    # FairCal's gst bounds: [-1 - max d, 1 - min d] over the groups' offsets, no 0 added
+    # (both offsets are positive here: the low-scoring mixed pairs pull t_G down)
+    assert (gs.offsets > 0).all()
+    assert gs.bounds == (-1 - gs.offsets.max(), 1 - gs.offsets.min())
     # as decisions: one group's pairs accepted at t_G after the shift iff s >= t_g
     g0 = same & (ga == 0)
     assert np.array_equal(shifted[g0] >= gs.global_threshold,
@@ -347,8 +426,19 @@ def test_stage_writes_every_method_and_the_table(tmp_path):
     out = tmp_path / "out"
     diff = read_parquet(out / "differences.parquet")
     assert set(diff["method"]) == set(METHODS) - {"raw"}
-    tested = diff["p"].notna()
-    assert tested.any() and diff.loc[tested, "p_adjusted"].ge(diff.loc[tested, "p"]).all()
+    # Holm across every tested row of the table, by hand: sorted p, (m - i) p_(i),
+    # running maximum, capped at 1; untested rows stay out of the family
+    tested = diff["p"].notna().to_numpy()
+    p = diff.loc[tested, "p"].to_numpy()
+    m = len(p)
+    order = np.argsort(p, kind="stable")
+    stepped = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    want = np.empty(m)
+    want[order] = stepped
+    assert m > 20 and (~tested).any()
+    assert np.allclose(diff.loc[tested, "p_adjusted"].to_numpy(), want, rtol=1e-12)
+    assert diff.loc[~tested, "p_adjusted"].isna().all()
+    assert (diff["significant"] == (diff["p_adjusted"] <= 0.05)).all()
     # TAR at 1e-4 cannot be resolved by these impostors: n/a, never a number
     tar = table["tar@far=0.0001"]
     assert tar.isna().all() and table["note"].str.contains("tar@far=0.0001: n/a").all()
@@ -361,8 +451,42 @@ def test_stage_writes_every_method_and_the_table(tmp_path):
     cal = set(read_parquet(out / "calibration.parquet")["identity"])
     assert not cal & (set(ev_pairs["identity_a"]) | set(ev_pairs["identity_b"]))
     md = (out / "table.md").read_text()
-    assert "For m on p, fsn " in md and "accuracy points" in md
+    bullets = [line for line in md.split("## What each method buys and costs")[1].split(
+        "## Values")[0].splitlines() if line.startswith("- ")]
+    assert [b.split("`")[1] for b in bullets] == list(METHODS)[1:]  # one per method
+    assert all(len(b) < 400 and "Bias+" in b and "Accuracy" in b for b in bullets)
     assert (out / "pareto.png").stat().st_size > 0 and (out / "report.html").is_file()
+    # FSN's clusters are capped by the calibration impostors, FairCal's only by the images
+    learned = json.loads((out / "learned.json").read_text())
+    n_cal_images = len(set(read_parquet(out / "split.parquet").query(
+        "status == 'calibration'")[["image_a", "image_b"]].to_numpy().ravel()))
+    assert learned["kmeans"]["faircal"]["clusters"] == min(100, n_cal_images)
+    assert learned["kmeans"]["fsn"]["clusters"] < learned["kmeans"]["faircal"]["clusters"]
+
+
+def test_a_ratio_over_a_group_without_false_matches_says_why_not_inf():
+    names = ["accuracy", "bias_pos", "bias_neg", "fmr_max_min", "fnmr_max_min",
+             "fmr_g0", "fmr_g1", "fnmr_g0", "fnmr_g1"]
+    rng = np.random.default_rng(0)
+
+    def vals(fmr0):
+        return {"accuracy": 0.9, "bias_pos": 0.1, "bias_neg": 0.1,
+                "fmr_max_min": np.inf if fmr0 == 0 else 0.02 / fmr0, "fnmr_max_min": 2.0,
+                "fmr_g0": fmr0, "fmr_g1": 0.02, "fnmr_g0": 0.1, "fnmr_g1": 0.2}
+
+    point = {"raw": vals(0.01), "fsn": vals(0.0)}
+    reps = {m: {k: v + rng.normal(0, 0.01, 50) if np.isfinite(v) else np.full(50, np.inf)
+                for k, v in point[m].items()} for m in point}
+    table, diff = build_tables(point, reps, notes={k: "" for k in names}, n_identities=40,
+                               confidence=0.95, alpha=0.05, counts={"n_pairs": 100})
+    fsn = table.set_index("method").loc["fsn"]
+    assert np.isnan(fsn["fmr_max_min"]) and np.isfinite(fsn["fnmr_max_min"])
+    assert "fmr_max_min: n/a (0 false matches in g0)" in fsn["note"]
+    row = diff.set_index(["method", "metric"]).loc[("fsn", "fmr_max_min")]
+    assert row["verdict"] == "n/a (0 false matches in g0)" and np.isnan(row["p"])
+    md = table_markdown(table, diff, title="t", intro="i", sentences=[])
+    line = next(s for s in md.splitlines() if s.startswith("| fsn |"))
+    assert "n/a (0 false matches in g0)" in line and "inf" not in md
 
 
 def _flip(tmp_path, name: str, frame: pd.DataFrame) -> None:
@@ -420,16 +544,17 @@ def _errors(cfg: dict) -> list[str]:
     return collect(cfg)[0]
 
 
-def test_the_demo_runs_every_method_and_the_schema_default_is_off():
+def test_the_demo_runs_every_method_and_an_explicit_false_is_off():
     cfg = _demo()
     assert mitigation_targets.methods(cfg) == list(METHODS) and _errors(cfg) == []
     assert mitigation_targets.targets(cfg, "demo") == [
         "results/demo/mitigation/lbp/fair_pool/table.md",
         "results/demo/mitigation/dlib/fair_pool/table.md"]
-    plain = _demo(drop=("mitigation",))
-    assert plain["mitigation"]["enabled"] is False
-    assert mitigation_targets.targets(plain, "demo") == []
-    assert mitigation_checks.fill_defaults(plain, set())[0].startswith("mitigation: off")
+    assert mitigation_checks.fill_defaults(cfg, set())[0] == (
+        "mitigation: on (mitigation.enabled: true)")
+    off = _demo(mitigation={"enabled": False})
+    assert mitigation_targets.targets(off, "demo") == []
+    assert mitigation_checks.fill_defaults(off, set())[0].startswith("mitigation: off")
     one = _demo(evaluate={"models": ["dlib"]}, fairness={"enabled": False})
     assert mitigation_targets.methods(one) == [m for m in METHODS if m not in (
         "oracle_cal", "group_thresholds", "fusion", "fusion_lr")]

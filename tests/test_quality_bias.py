@@ -97,7 +97,13 @@ def test_planted_low_contrast_group_has_lower_contrast(demo_bias):
     assert bias["p_adjusted"].dropna().between(0, 1).all()
     html = (out / "bias.html").read_text()
     assert "female_dark: significantly LOWER quality than the rest" in html
-    assert "luminance_var" in html.split("female_dark:")[1].split("</li>")[0]
+    bullet = html.split("female_dark:")[1].split("</li>")[0]
+    low = g.xs("female_dark", level="group")
+    low = low[low["significant"] & (low["difference"] < 0)].sort_values("difference")
+    assert f"on {len(low)} measure(s)" in bullet          # the count, from the table
+    assert all(m in bullet for m in low.index[:3])        # the three lowest, by name
+    if len(low) > 3:
+        assert f"and {len(low) - 3} more" in bullet
 
 
 def test_rejection_discards_the_low_contrast_group_more(demo_bias):

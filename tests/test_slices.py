@@ -228,13 +228,120 @@ def test_planted_conjunction_is_finding_one_and_exports_as_filters() -> None:
     assert len(parse_filters(top["definition"], "x")) == 2
     t = res.table
     assert not t.loc[t["columns"] == "noise", "significant"].any()
-    assert res.info["tested"] <= res.info["family"]
-    assert res.info["family"] == (t["error_type"] == "fnmr").sum() + \
-        res.info["by_error"]["fnmr"]["pruned_supported"]
+    # every row is a slice of the lattice with its own support (counted here by brute
+    # force) at least min_genuine; the family is S1 + C - U (slices.family)
+    fam = BruteFamily(res, "fnmr", "either", min_support=32, max_depth=2)
+    sizes = [fam.support(d) for d in t["pred_ids"]]
+    np.testing.assert_array_equal(sizes, t["size"])
+    assert min(sizes) >= 32 and len(t) <= fam.exact <= res.info["family"] <= fam.upper
+    assert res.info["family"] == fam.upper - fam.evaluated_below(res, 32)
     # every significant slice is in a finding or says why not; members point back
     sig = t[t["significant"]]
     assert (sig["finding"].notna() | sig["note"].str.startswith("in no finding")).all()
     assert top["n_members"] == (t["finding"] == 1).sum() - 1
+
+
+def step_up_rejections(p, m: int, level: float, method: str = "bh") -> np.ndarray:
+    """Benjamini & Hochberg's (1995) step-up procedure as the paper states it, over ``m``
+    hypotheses of which those beyond ``p`` have p = 1: reject the k smallest, k the
+    largest with p_(k) <= k * level / m; Benjamini & Yekutieli (2001): the level divided
+    by sum_{i <= m} 1 / i."""
+    p = np.asarray(p, np.float64)
+    if method == "by":
+        level /= sum(1.0 / i for i in range(1, m + 1))
+    ps = np.sort(p)
+    k = np.flatnonzero(ps <= np.arange(1, len(ps) + 1) * level / m)
+    return p <= ps[k[-1]] if len(k) else np.zeros(len(p), bool)
+
+
+def assert_fdr_adjusted(p, q, m: int, method: str) -> None:
+    """``q`` are the adjusted p-values of the step-up procedure over a family of ``m``:
+    at every level between two places where either side's rejections can change (the
+    q-values; the levels m * p_(k) / k at which the procedure's can) the rows with
+    ``q <= level`` are exactly the procedure's rejections."""
+    p, q = np.asarray(p, np.float64), np.asarray(q, np.float64)
+    assert len(p) <= m
+    scale = sum(1.0 / i for i in range(1, m + 1)) if method == "by" else 1.0
+    ps = np.sort(p)
+    cuts = np.unique(np.r_[q, ps * m * scale / np.arange(1, len(ps) + 1)])
+    levels = np.r_[cuts[0] / 2, (cuts[:-1] + cuts[1:]) / 2]
+    for level in levels[levels < 1]:
+        np.testing.assert_array_equal(q <= level, step_up_rejections(p, m, level, method),
+                                      err_msg=f"{method} at level {level}, family {m}")
+
+
+def test_fdr_check_is_independent_and_can_fail() -> None:
+    """The check above on hand-worked BH values, and it rejects a family of the wrong
+    size (hypotheses pruned untested but not counted) and BH where BY was asked."""
+    p = np.array([0.001, 0.02, 0.03, 0.5])
+    assert_fdr_adjusted(p, [0.005, 0.05, 0.05, 0.625], 5, "bh")  # 5p_(k)/k, min from above
+    with pytest.raises(AssertionError):
+        assert_fdr_adjusted(p, adjust(p, "bh"), 5, "bh")          # m = 4: too small a family
+    with pytest.raises(AssertionError):
+        assert_fdr_adjusted(p, adjust(p, "bh", n_tests=5), 5, "by")
+    assert_fdr_adjusted(p, adjust(p, "by", n_tests=5), 5, "by")
+
+
+class BruteFamily:
+    """One error type's lattice counted by brute force over every conjunction of up to
+    ``max_depth`` predicates of different columns, on a search's predicates and pairs:
+    ``exact`` slices whose own support reaches ``min_support``; ``upper`` the predicates
+    with that support plus every conjunction of them (S1 + C in slices.family)."""
+
+    def __init__(self, res, etype: str, pair: str, *, min_support: int, max_depth: int):
+        self.masks, self.pair = res.space.masks, pair
+        rel = res.scored.label == (etype == "fnmr")
+        self.ia, self.ib = res.scored.ia[rel], res.scored.ib[rel]
+        self.etype, self.max_depth = etype, max_depth
+        col, n = res.space.col_of, self.masks.shape[1]
+        ok = [k for k in range(n) if self.support([k]) >= min_support]
+        self.exact = self.upper = len(ok)
+        for depth in range(2, max_depth + 1):
+            for combo in itertools.combinations(ok, depth):
+                if len({int(col[k]) for k in combo}) == depth:
+                    self.upper += 1
+                    self.exact += self.support(combo) >= min_support
+
+    def support(self, preds) -> int:
+        """Relevant pairs in the slice: both / either image satisfies every predicate."""
+        img = self.masks[:, [int(k) for k in preds]].all(1)
+        inside = (img[self.ia] & img[self.ib]) if self.pair == "both" else (
+            img[self.ia] | img[self.ib])
+        return int(inside.sum())
+
+    def evaluated_below(self, res, min_support: int) -> int:
+        """U: conjunctions the search evaluated (its lattice, same settings) whose own
+        support, counted here, is below the minimum."""
+        rel = res.scored.label == (self.etype == "fnmr")
+        lat = enumerate_slices(self.masks, res.space.col_of, self.ia, self.ib,
+                               res.scored.error[rel], max_depth=self.max_depth,
+                               min_support=min_support, alpha=DEFAULTS["alpha"],
+                               pair=self.pair)
+        deeper = lat.defs[lat.depth >= 2]
+        return sum(self.support(d[d >= 0]) < min_support for d in deeper)
+
+
+def test_family_size_depends_on_the_errors_through_the_pruning_only() -> None:
+    """Pairs in a slice when both images are (many conjunctions fall below the support):
+    the family lies strictly between the slices that reach the support and S1 + C, at
+    S1 + C - U, all counted by brute force; with no error at the threshold the bounds
+    prune every conjunction, U = 0 and the family is S1 + C."""
+    import dataclasses
+
+    from facecast.slices.discover import settings
+    from facecast.slices.family import search_family
+
+    cfg = {"threshold": {"policy": "eer"}, "n_boot": 20, "exclude": ["identity"],
+           "error_types": ["fnmr"], "min_genuine": 10, "pair": "both"}
+    pairs, attrs = planted(n_ids=30, per_id=4, seed=3)
+    res = find_slices(pairs, attrs, cfg, seed=0)
+    brute = BruteFamily(res, "fnmr", "both", min_support=10, max_depth=2)
+    below = brute.evaluated_below(res, 10)
+    assert brute.exact < res.info["family"] < brute.upper and below > 0
+    assert res.info["family"] == brute.upper - below
+    none = dataclasses.replace(res.scored, error=np.zeros_like(res.scored.error))
+    assert search_family(none, res.space, "fnmr", settings(cfg)).counts["family"] == \
+        brute.upper
 
 
 def test_challenge_kind_fmr_findings_dark_skinned_women_and_eyeglasses() -> None:
@@ -263,14 +370,20 @@ def test_a_random_split_of_an_effect_is_represented_by_the_effect() -> None:
     chance (the effect within a random split) give way to the simpler parent."""
     pairs, attrs = planted(effect=0.0, seed=4)
     rng = np.random.default_rng(4)
-    ident = attrs.set_index("image_id")["identity"]
     bad = attrs.groupby("identity")["a"].first()
     hit = (pairs["label"] == 1) & pairs["identity_a"].map(bad).eq(1).to_numpy()
     pairs.loc[hit, "score"] -= 0.3 * rng.random(hit.sum())
     res = find_slices(pairs, attrs, {"threshold": {"policy": "eer"}, "n_boot": 100,
                                      "error_types": ["fnmr"]}, seed=0)
     assert res.findings.iloc[0]["slice"] == "a = 1", res.findings["slice"].tolist()
-    assert ident.size > 0
+    # the case the test is about: a random split of the effect ranks above it by score,
+    # and every significant split of "a = 1" gives way to it (a member of its finding)
+    t = res.table
+    assert t.loc[t["slice"] == "a = 1", "rank"].item() > 1
+    top = t.loc[t["rank"] == 1].iloc[0]
+    assert top["slice"].startswith("a = 1 and "), top["slice"]
+    splits = t["significant"] & t["slice"].str.startswith("a = 1 and ")
+    assert splits.sum() >= 5 and (t.loc[splits, "finding"] == 1).all()
 
 
 def _demo(model: str = "dlib") -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -370,7 +483,7 @@ def test_fmr_only_depth_three_and_unresolvable_fmr_notes() -> None:
     res = find_slices(pairs, attrs, cfg, seed=0)
     t = res.table
     assert set(t["error_type"]) == {"fmr"} and t["depth"].max() == 3
-    assert (t["q"] >= t["p"]).all()
+    assert_fdr_adjusted(t["p"], t["q"], res.info["family"], "by")
     small = t[t["tested"] & (t["n_impostor"] < 100)]
     assert len(small) > 0
     assert (~small["fmr_resolvable"]).all() and small["note"].str.contains("FMR n/a").all()

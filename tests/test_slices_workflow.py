@@ -12,6 +12,8 @@ from facecast.analysis.filtering import parse_filters
 
 
 def test_demo_run_writes_slices_and_comparisons(demo_run):
+    from test_slices import assert_fdr_adjusted
+
     work, cfg = demo_run
     res = work / "results" / "demo"
     for model in ("lbp", "dlib"):
@@ -24,7 +26,9 @@ def test_demo_run_writes_slices_and_comparisons(demo_run):
         assert set(table["error_type"]) == {"fnmr", "fmr"}
         assert search["threshold"]["policy"] == "eer"
         assert "label_low_contrast_group" not in search["columns"]
-        assert (table["q"] >= table["p"]).all() and table["p"].between(0, 1).all()
+        # q: BH (or BY) over the whole family of both error types, untested members p = 1
+        assert table["p"].between(0, 1).all()
+        assert_fdr_adjusted(table["p"], table["q"], search["family"], search["fdr_method"])
         assert search["findings"] == len(findings)
         assert (findings["overlap_max"] < search["finding_overlap"]).all()
         disc = yaml.safe_load((out / "discovered.yaml").read_text())

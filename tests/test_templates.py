@@ -1,5 +1,11 @@
 """IJB templates (issue 22): the release layout, given-landmark alignment, insightface's
-pooling and TAR read-out, streamed scoring, 1:N on templates."""
+pooling and TAR read-out, streamed scoring, 1:N on templates.
+
+insightface's read-out and pooling are compared with what its
+``recognition/_evaluation_/ijb/ijb_11.py`` returned on the same inputs, recorded from a
+checkout by ``tests/reference/insightface_recorder.py``
+(``tests/data/reference/insightface/ijb_*.json``; the inputs: ``tests/reference/
+ijb_inputs.py``). No insightface code is in this repository."""
 
 from __future__ import annotations
 
@@ -8,6 +14,8 @@ import pandas as pd
 import pytest
 from ijb_support import write_ijb
 from PIL import Image
+from reference import ijb_inputs
+from reference.common import read_record
 from sklearn.metrics import roc_curve
 
 from facecast.datasets.ijb import read_ijb, read_members, read_one_n_csv, read_template_pairs
@@ -31,20 +39,8 @@ from facecast.templates.verify import (
 )
 
 
-def _insightface_readout(scores, labels, fars):
-    """insightface recognition/_evaluation_/ijb/ijb_11.py, its own lines (the ROC flip
-    included), with ``label``/``scores[method]``/``x_labels`` bound to the arguments and
-    the row's ``'%.2f' % (tpr[min_index] * 100)`` kept as the raw ``tpr[min_index]``."""
-    label, x_labels = labels, fars
-    fpr, tpr, _ = roc_curve(label, scores)
-    fpr = np.flipud(fpr)
-    tpr = np.flipud(tpr)  # select largest tpr at same fpr
-    tpr_fpr_row = []
-    for fpr_iter in np.arange(len(x_labels)):
-        _, min_index = min(
-            list(zip(abs(fpr - x_labels[fpr_iter]), range(len(fpr)))))  # noqa: B905 - the reference's own line
-        tpr_fpr_row.append(tpr[min_index])
-    return [float(v) for v in tpr_fpr_row]
+def _readout(case: str) -> dict:
+    return read_record("insightface", "ijb_readout")["outputs"]["cases"][case]
 
 
 def test_release_reader_reads_lines_and_names_file_and_line_of_errors(tmp_path):
@@ -114,6 +110,12 @@ def test_pooling_equals_insightface_by_hand():
     assert np.allclose(s, np.array([1, 4, 2]) / np.sqrt(21), atol=1e-15)
     unit = image_features(raw, face, norm_score=False, detector_score=False)
     assert np.allclose(np.linalg.norm(unit, axis=1), 1)
+    # and exactly what insightface's image2template_feature made of the same images
+    ref = read_record("insightface", "ijb_pooling")["outputs"]["by_hand"]
+    case = ijb_inputs.pooling_case("by_hand")
+    assert np.array_equal(image_features(case["raw"], case["faceness"]), case["img_feats"])
+    assert p.template_ids.tolist() == ref["templates"]
+    assert np.array_equal(p.features, np.asarray(ref["features"]))
 
 
 def test_build_counts_dropped_images_and_templates_without_features():
@@ -135,55 +137,53 @@ def test_streamed_scores_equal_row_dot_products(n_pairs):
     assert np.allclose(s, (f[ia] * f[ib]).sum(1), rtol=0, atol=1e-12)
 
 
-def test_tar_table_equals_the_sklearn_readout_of_insightface():
-    rng = np.random.default_rng(3)
-    labels = np.r_[np.ones(2000), np.zeros(200_000)].astype(int)
-    scores = np.round(rng.normal(size=len(labels)) + 3 * labels, 3)  # ties too
+def test_reference_fars_are_insightfaces():
+    assert list(INSIGHTFACE_FARS) == read_record("insightface", "ijb_readout")["outputs"][
+        "x_labels"] == ijb_inputs.IJB_FARS
+
+
+def test_tar_table_equals_insightfaces_readout():
+    scores, labels = ijb_inputs.large()  # 2,000 genuine, 200,000 impostor, ties
     tab = tar_table(scores, labels)
-    assert tab["tar"].tolist() == _insightface_readout(scores, labels, INSIGHTFACE_FARS)
+    ref = _readout("large")
+    assert tab["tar"].tolist() == ref["tar"]
+    assert tab["far_reached"].tolist() == ref["far_reached"]
+    assert [f"{t * 100:.2f}" for t in tab["tar"]] == ref["row"]  # the printed row
     assert tab["resolvable"].tolist() == [False, True, True, True, True, True]
     assert tab["text"].iat[0] == "n/a (200000 impostors)"
     # a tiny protocol: the ROC point nearest FAR 0.1 is a tie between FAR 0 and FAR 0.2;
     # insightface's flip takes the later one, the top of the step at FAR 0.2: TAR 1.0
-    s, y = np.r_[0.95, 0.94, 0.93, 0.92, np.linspace(0.9, 0.5, 40)], np.r_[[1] * 4, [0] * 40]
-    s, y = np.r_[s, 0.86], np.r_[y, 1]
-    s[4:12] = np.linspace(0.91, 0.87, 8)  # 8 impostors above the fifth genuine pair
+    s, y = ijb_inputs.tiny_step()
     row = tar_table(s, y, [0.1]).iloc[0]
-    assert row["tar"] == _insightface_readout(s, y, [0.1])[0] == 1.0
-    assert row["far_reached"] == 0.2
+    assert [row["tar"]] == _readout("tiny_step")["tar"] == [1.0]
+    assert [row["far_reached"]] == _readout("tiny_step")["far_reached"] == [0.2]
     best = tar_table(s, y, [0.1], readout="at_or_below").iloc[0]
     assert best["tar"] == 0.8 and best["far_reached"] <= 0.1
     x, t = thin_roc(insightface_roc(s, y))  # the plot starts with the TAR at FAR 0
     assert x[0] == 1e-6 and t[0] == 0.8 and t[-1] == 1.0
 
 
-def test_perfect_separation_reads_tar_one_at_every_far():
+@pytest.mark.parametrize("k", range(len(ijb_inputs.PERFECT)))
+def test_perfect_separation_reads_tar_one_at_every_far(k):
     """The issue's case: a model that separates the template pairs perfectly. The
     reference reads TAR 1.0 at every FAR (the top of the ROC's vertical step at FAR 0);
     taking the bottom of the step wrote 0.0."""
-    rng = np.random.default_rng(0)
-    for n_gen, n_imp in ((3, 5), (40, 400), (500, 20_000)):
-        y = np.r_[np.ones(n_gen, int), np.zeros(n_imp, int)]
-        s = np.r_[rng.uniform(0.6, 0.9, n_gen), rng.uniform(-0.2, 0.5, n_imp)]
-        ref = _insightface_readout(s, y, INSIGHTFACE_FARS)
-        assert ref == [1.0] * 6
-        assert tar_table(s, y)["tar"].tolist() == ref
+    s, y = ijb_inputs.perfect(k)
+    ref = _readout(f"perfect_{k}")
+    assert ref["tar"] == [1.0] * 6
+    assert tar_table(s, y)["tar"].tolist() == ref["tar"]
 
 
-@pytest.mark.parametrize("case", range(60))
-def test_readout_equals_the_reference_lines_on_hostile_rocs(case):
+def test_readout_equals_insightfaces_on_hostile_rocs():
     """Vertical steps (tied genuine scores), ties across labels, float32 scores, values
-    equidistant from a FAR, tiny protocols: the literal reference read-out every time."""
-    rng = np.random.default_rng(case)
-    n_gen = int(rng.integers(1, 30))
-    n_imp = int(rng.choice([1, 2, 3, 7, 10, 20, 100, 1000, 5000]))
-    y = np.r_[np.ones(n_gen, int), np.zeros(n_imp, int)]
-    levels = int(rng.integers(2, 12))           # few distinct values: ties everywhere
-    s = rng.integers(0, levels, len(y)) + 0.7 * y * rng.integers(0, 3)
-    if case % 3 == 0:
-        s = (s / levels).astype(np.float32)      # float32 scores, as ijb_11.py's np.sum
-    fars = [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 0.2, 0.25, 0.5, 1 / 3]
-    assert tar_table(s, y, fars)["tar"].tolist() == _insightface_readout(s, y, fars)
+    equidistant from a FAR, tiny protocols: insightface's read-out every time, the TAR
+    and the FAR of the point it took."""
+    for case in range(ijb_inputs.N_HOSTILE):
+        s, y = ijb_inputs.hostile(case)
+        tab = tar_table(s, y, ijb_inputs.HOSTILE_FARS)
+        ref = _readout(f"hostile_{case}")
+        assert tab["tar"].tolist() == ref["tar"], case
+        assert tab["far_reached"].tolist() == ref["far_reached"], case
 
 
 def test_roc_equals_sklearn_on_hostile_scores():
@@ -226,12 +226,12 @@ def test_subject_ranks_and_1n_table():
     assert g1.loc[("y", "rank_1"), "n_probes"] == 2 and g1.loc[("y", "rank_1"), "value"] == 1.0
 
 
-def test_nearest_index_is_the_flipped_argmin_with_repeats():
-    """The last of equally near points: ``len - 1 - argmin`` over the flipped array."""
+def test_nearest_index_is_the_last_of_the_nearest_points():
+    """Of the points nearest the FAR, the last one (by a full scan, with repeats)."""
     fpr = np.array([0.0, 0.0, 0.1, 0.1, 0.1, 0.3, 0.5, 0.5, 1.0])
-    flipped = np.flipud(fpr)
     for far in (0.0, 0.05, 0.1, 0.2, 0.4, 0.45, 0.75, 1.0, 2.0, -1.0):
-        expected = len(fpr) - 1 - int(np.argmin(np.abs(flipped - far)))
+        gap = np.abs(fpr - far)
+        expected = int(np.flatnonzero(gap == gap.min())[-1])
         assert nearest_index(fpr, far) == expected, far
     tie = np.array([0.0, 0.25, 0.25, 0.75, 0.75, 1.0])
     assert nearest_index(tie, 0.5) == 4  # 0.25 and 0.75 equally near: the top of 0.75
@@ -282,41 +282,19 @@ def test_ijb_faces_enter_benchmark_pools_wherever_ok_does():
         False, False, True, False, False]
 
 
-def _insightface_templates(img_feats, templates, medias):
-    """ijb_11.py's image2template_feature, as a literal loop (the reference)."""
-    from sklearn.preprocessing import normalize
-
-    unique_templates = np.unique(templates)
-    template_feats = np.zeros((len(unique_templates), img_feats.shape[1]))
-    for count_template, uqt in enumerate(unique_templates):
-        (ind_t,) = np.where(templates == uqt)
-        face_norm_feats = img_feats[ind_t]
-        face_medias = medias[ind_t]
-        unique_medias, unique_media_counts = np.unique(face_medias, return_counts=True)
-        media_norm_feats = []
-        for u, ct in zip(unique_medias, unique_media_counts, strict=True):
-            (ind_m,) = np.where(face_medias == u)
-            if ct == 1:
-                media_norm_feats += [face_norm_feats[ind_m]]
-            else:
-                media_norm_feats += [np.mean(face_norm_feats[ind_m], axis=0, keepdims=True)]
-        template_feats[count_template] = np.sum(np.array(media_norm_feats), axis=0)
-    return unique_templates, normalize(template_feats)
-
-
-def test_layout_pooling_equals_the_reference_loop(tmp_path):
-    root = write_ijb(tmp_path / "IJB_C", one_n=False)
-    members = read_members(root, "ijbc")
-    ids = members["image_id"].to_numpy()[:-1]  # 999.jpg has no feature
-    raw = np.random.default_rng(7).normal(size=(len(ids), 8)).astype(np.float32) * 20
-    table, pooled = build_templates(members, ids, raw, {})
-    face = members["faceness"].to_numpy()[:-1].astype(np.float32)
-    ref_t, ref_f = _insightface_templates(raw * face[:, None],
-                                          members["template_id"].to_numpy()[:-1],
-                                          members["media_id"].to_numpy()[:-1])
-    assert np.array_equal(pooled.template_ids, ref_t)
-    # equal up to the float32 rounding of the reference's per-media np.mean (ours averages
-    # in float64); exact on dyadic features (test_pooling_equals_insightface_by_hand)
-    assert np.allclose(pooled.features, ref_f, rtol=0, atol=1e-6)
-    assert table.set_index("template_id").loc[1, ["n_images", "n_media", "n_dropped"]].tolist() \
-        == [3, 2, 1]
+@pytest.mark.parametrize("name", ["small", "wide"])
+def test_pooling_equals_insightfaces_image2template_feature(name):
+    """Templates of one or many media, media of one or many images, ids with gaps,
+    members in no order: facecast's pooled templates are the reference's, up to the
+    float32 rounding of its per-media np.mean (facecast averages in float64)."""
+    case = ijb_inputs.pooling_case(name)
+    ref = read_record("insightface", "ijb_pooling")["outputs"][name]
+    ids = np.array([f"i{k}" for k in range(len(case["raw"]))])
+    members = pd.DataFrame({"image_id": ids, "template_id": case["template_id"],
+                            "media_id": case["media_id"], "faceness": case["faceness"]})
+    table, pooled = build_templates(members, ids, case["raw"], {})
+    assert pooled.template_ids.tolist() == ref["templates"]
+    want = np.asarray(ref["features"])
+    assert np.allclose(pooled.features, want, rtol=0, atol=1e-6)
+    assert not np.allclose(pooled.features[:, ::-1], want, rtol=0, atol=1e-6)
+    assert (table["status"] == "ok").all() and table["n_images"].sum() == len(ids)

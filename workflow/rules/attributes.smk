@@ -136,3 +136,4 @@ rule cast_attributes:
 
 DEFAULT_TARGETS.append(lambda ds: attr_targets.default_targets(config, ds))
 ARRAY_TARGETS.append(lambda ds: [f"results/{ds}/attributes.parquet"])
+ATTRIBUTE_TARGETS.append(lambda ds: [f"results/{ds}/attributes.parquet"])

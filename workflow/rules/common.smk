@@ -18,7 +18,21 @@ DEFAULT_TARGETS = []
 # work from CAST's arrays (ingest, attributes from the arrays, benchmarks) append here.
 ARRAY_TARGETS = []
 ARRAY_DATASETS = datasets_targets.array_datasets(config)
-IMAGE_DATASETS = datasets_targets.array_datasets(config, want=False)
+# The same for attribute-only datasets (kinds fairface, utkface: images without
+# identities): ingest, faces, attributes, the dataset report and the estimator report
+# append here; no embedding or verification stage does.
+ATTRIBUTE_TARGETS = []
+ATTRIBUTE_DATASETS = datasets_targets.attribute_datasets(config)
+# The same for BFW datasets read without their images (no embed model: the datatable's
+# score columns are the models): ingest, the label attribute table, evaluate, fairness,
+# demographics, slices and compare append here; no faces, embed or scorer job runs.
+SCORE_TARGETS = []
+SCORE_DATASETS = datasets_targets.score_datasets(config)
+IMAGE_DATASETS = [
+    ds
+    for ds in datasets_targets.array_datasets(config, want=False)
+    if ds not in SCORE_DATASETS
+]
 # cast_arrays datasets with their images (root): faces and embed run on the union of their
 # benchmark pools (checkpoint pool_manifest), never on all N rows
 POOLED_DATASETS = [ds for ds in ARRAY_DATASETS if datasets_targets.pooled(config, ds)]
@@ -54,6 +68,12 @@ def all_targets(wildcards):
     return ["results/plan.md"] + [
         t
         for ds in DATASETS
-        for fn in (ARRAY_TARGETS if ds in ARRAY_DATASETS else DEFAULT_TARGETS)
+        for fn in (
+            ARRAY_TARGETS
+            if ds in ARRAY_DATASETS
+            else ATTRIBUTE_TARGETS
+            if ds in ATTRIBUTE_DATASETS
+            else SCORE_TARGETS if ds in SCORE_DATASETS else DEFAULT_TARGETS
+        )
         for t in fn(ds)
     ]

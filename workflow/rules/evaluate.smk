@@ -110,7 +110,7 @@ rule evaluate_summary:
             labels={"table": "models x benchmarks"},
         ),
     params:
-        models=eval_targets.eval_models(config),
+        models=lambda wc: eval_targets.summary_models(config, wc.ds),
         benchmarks=lambda wc: eval_targets.eval_benchmarks(config, wc.ds),
         fars=config["evaluate"]["fars"],
     log:

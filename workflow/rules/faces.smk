@@ -43,3 +43,4 @@ rule faces_index:
 
 
 DEFAULT_TARGETS.append(faces_targets.default_targets)
+ATTRIBUTE_TARGETS.append(faces_targets.default_targets)

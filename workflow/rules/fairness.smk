@@ -11,7 +11,7 @@ FAIRNESS_FILES = [
     "pairs.parquet", "summary.csv", "cells.parquet", "cells.csv", "subsets.parquet",
     "subsets.csv", "rates.parquet", "rates.csv", "bootstrap.parquet", "uncertainty.parquet",
     "soft_accuracy.parquet", "soft_accuracy.csv", "hard_pairs.parquet", "hard_pairs.csv",
-    "predictions.csv", "pairs.csv",
+    "predictions.csv", "pairs.csv", "estimator_trust.parquet", "estimator_trust.csv",
 ]
 FAIRNESS_DIR = "results/{ds}/fairness/{model}/{protocol}"
 
@@ -81,6 +81,9 @@ rule fairness:
     params:
         fairness=config["fairness"],
         seed=config["seed"],
+        estimators=config.get("estimators", {}),
+        # a BFW dataset read without images: the hard-pairs grid reads no image either
+        read_images=lambda wc: wc.ds not in SCORE_DATASETS,
     threads: 1
     log:
         "results/{ds}/logs/fairness/{model}_{protocol}.log",
@@ -96,10 +99,12 @@ rule fairness_leaderboard:
     input:
         summaries=lambda wc: expand(
             "results/{ds}/fairness/{model}/{protocol}/summary.parquet", ds=wc.ds,
-            model=fairness_targets.models(config, wc.protocol), protocol=wc.protocol),
+            model=fairness_targets.dataset_models(config, wc.ds, wc.protocol),
+            protocol=wc.protocol),
         groups=lambda wc: expand(
             "results/{ds}/fairness/{model}/{protocol}/groups.parquet", ds=wc.ds,
-            model=fairness_targets.models(config, wc.protocol), protocol=wc.protocol),
+            model=fairness_targets.dataset_models(config, wc.ds, wc.protocol),
+            protocol=wc.protocol),
     output:
         "results/{ds}/fairness/leaderboard/{protocol}/leaderboard.parquet",
         report(

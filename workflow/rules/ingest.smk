@@ -72,3 +72,4 @@ rule lfw_protocol:
 
 DEFAULT_TARGETS.append(lambda ds: datasets_targets.ingest_targets(config, ds))
 ARRAY_TARGETS.append(lambda ds: datasets_targets.ingest_targets(config, ds))
+ATTRIBUTE_TARGETS.append(lambda ds: datasets_targets.ingest_targets(config, ds))

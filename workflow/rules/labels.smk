@@ -3,6 +3,7 @@
 # features -> results/{ds}/features/  dlib 68-point landmarks (one job per faces shard),
 #                                     identity shrinkage, percentiles, prominent labels
 # describe -> results/{ds}/describe/  template descriptions + rater-free evaluation
+# estimators -> results/{ds}/labels/  estimator report of an attribute benchmark (issue 42)
 # Logic: facecast.labels.stage; file lists: facecast.labels.targets.
 import facecast.labels.targets as labels_targets
 
@@ -116,4 +117,37 @@ rule describe:
         "../../scripts/labels_describe.py"
 
 
+# The estimator report of an attribute benchmark (issue 42; kinds fairface, utkface):
+# accuracy of every estimator that groups people, per true group.
+rule estimators:
+    wildcard_constraints:
+        ds=name_regex(ATTRIBUTE_DATASETS),
+    input:
+        attributes="results/{ds}/attributes.parquet",
+        manifest="results/{ds}/manifest.parquet",
+    output:
+        [f"results/{{ds}}/labels/{f}" for f in labels_targets.ESTIMATOR_FILES],
+        html=report(
+            "results/{ds}/labels/estimators.html",
+            **labels_targets.report_kw("labels_estimators", "estimators.html"),
+        ),
+        png=report(
+            "results/{ds}/labels/estimators.png",
+            **labels_targets.report_kw("labels_estimators", "estimators.png"),
+        ),
+    params:
+        cfg=config.get("estimators", {}),
+        out_dir="results/{ds}/labels",
+        seed=config["seed"],
+    log:
+        "results/{ds}/logs/estimators.log",
+    benchmark:
+        "results/{ds}/runtime/estimators.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    script:
+        "../../scripts/labels_estimators.py"
+
+
 DEFAULT_TARGETS.append(lambda ds: labels_targets.default_targets(config, ds))
+ATTRIBUTE_TARGETS.append(lambda ds: labels_targets.estimator_targets(config, ds))

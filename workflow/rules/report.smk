@@ -60,6 +60,7 @@ rule dataset_summary:
 
 
 DEFAULT_TARGETS.append(datasets_targets.summary_targets)
+ATTRIBUTE_TARGETS.append(datasets_targets.summary_targets)
 
 
 rule attribute_distributions:
@@ -82,3 +83,4 @@ rule attribute_distributions:
 
 
 DEFAULT_TARGETS.append(datasets_targets.distribution_targets)
+ATTRIBUTE_TARGETS.append(datasets_targets.distribution_targets)

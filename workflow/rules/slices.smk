@@ -14,7 +14,7 @@ rule slices:
     input:
         scores=lambda wc: slices_targets.scores_input(wc.ds, wc.model, wc.protocol),
         attributes="results/{ds}/attributes.parquet",
-        faces=FACES_INDEX,
+        faces=lambda wc: [] if wc.ds in SCORE_DATASETS else FACES_INDEX.format(ds=wc.ds),
     output:
         parquet=f"{SLICES_DIR}/slices.parquet",
         csv=f"{SLICES_DIR}/slices.csv",

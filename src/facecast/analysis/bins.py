@@ -2,21 +2,23 @@
 
 One export is ``results/<ds>/bins/<name>.bin`` and two sidecars beside it:
 
-* ``<name>.bin``: exactly what insightface's ``load_bin`` reads
-  (``recognition/arcface_torch/eval/verification.py``; CAST's ``evaluation.load_bin``):
-  a pickle (protocol 4) of ``(bins, issame_list)``, ``bins`` a list of encoded images (two
-  per pair, pair ``k`` = images ``2k`` and ``2k+1``), ``issame_list`` a list of bools. So
-  arcface_torch's verification callback (``val_targets``) and CAST's ``cc11.py`` use it
-  unchanged. Written atomically (:func:`facecast.io.atomic.atomic_path`).
+* ``<name>.bin``: what insightface's ``load_bin``
+  (``recognition/arcface_torch/eval/verification.py``; CAST's ``evaluation.load_bin``)
+  reads: a pickle (protocol 4) of ``(bins, issame_list)``, ``bins`` a list of encoded images
+  (two per pair, pair ``k`` = images ``2k`` and ``2k+1``), ``issame_list`` a list of
+  bools. So arcface_torch's verification callback (``val_targets``) and CAST's ``cc11.py``
+  use it unchanged. Written as a stream in bounded memory, atomically
+  (:mod:`facecast.analysis.bin_writer`): the crops are never all in memory.
 * ``<name>.pairs.parquet``: one row per pair index of the file: ``pair_index``, ``block``
   (the benchmark), ``image_a``, ``image_b``, ``identity_a``, ``identity_b``, ``label``,
   ``fold`` (the insightface fold, ``0``..``9``, within the block), ``benchmark_fold`` (the
   pair's fold in the benchmark's ``pairs.parquet``), ``status``, ``message``.
 * ``<name>.json``: ``blocks`` (per block ``name``, ``source``, ``folds``, ``n_pairs``,
   ``n_genuine``, ``n_impostor``, ``first_pair``, ``first_image``, ``n_available``), the
-  image size, encoding, pair order, seed, config hash and facecast version. facecast reads
-  the file back with ``kind: insightface_bin, layout: blocks`` (one protocol per block,
-  named after it; :mod:`facecast.datasets.insightface_bin`).
+  image size, encoding, pair order, seed, ``cc11_compatible`` / ``cc11_labels``
+  (:func:`cc11_fit`), config hash and facecast version. facecast reads the file back with
+  ``kind: insightface_bin, layout: blocks`` (one protocol per block, named after it;
+  :mod:`facecast.datasets.insightface_bin`).
 
 Images: the faces stage's ``crop_arcface`` (ArcFace 5-point alignment at 112 px; for a
 pre-aligned dataset the input crop as the faces stage stored it): the very pixels the
@@ -26,22 +28,26 @@ crop the faces stage stores; a crop at another size would need the original imag
 insightface's ``load_bin`` resizes a crop of another size itself); the config check says so.
 
 Pair order. insightface's ``calculate_roc`` cuts the pairs, in file order, into 10
-consecutive folds (``KFold(n_splits=10, shuffle=False)``: the first ``n % 10`` folds one
-pair longer); CAST's ``cc11.py`` first cuts the file into equal consecutive blocks
-(``sub_benchmark_size = int(dataset.shape[0]/sub_benchmarks)``) and evaluates each the same
-way. A block is one benchmark's pairs (``folds: test``: every fold but ``val``; ``val``:
-the held-out fold, as CAST's ``cc11_val.bin``), in the benchmark's fold order (genuine
-first inside each fold, as its ``.list`` files), laid out as CAST's ``val.list``
-(:func:`facecast.analysis.exports.cast_val_order`): insightface fold ``k`` is a run of
-genuine pairs followed by a run of impostor pairs, the genuine share of each fold in
-proportion to the fold's size (:func:`bin_pair_order`). When the benchmark has ten equal
-test folds (band mining, the default), insightface's fold ``k`` is exactly the benchmark's
-fold ``k``, so insightface's 10-fold accuracy equals facecast's.
+consecutive folds (scikit-learn's unshuffled 10-fold split: the first ``n % 10`` folds one
+pair longer); CAST's ``cc11.py`` first cuts the file into eleven equal consecutive slices
+(a fixed count and fixed names) and evaluates each the same way. A block is one
+benchmark's pairs (``folds: test``: every fold but ``val``; ``val``: the held-out fold, as
+CAST's ``cc11_val.bin``), in the benchmark's fold order (genuine first inside each fold, as
+its ``.list`` files), laid out as CAST's ``val.list`` files are (recorded in
+``tests/data/reference/cc11/``): insightface fold ``k`` is a run of genuine pairs followed
+by a run of impostor pairs, the genuine share of each fold in proportion to the fold's
+size (:func:`bin_pair_order`). When the benchmark has ten equal test folds (band mining,
+the default), insightface's fold ``k`` is exactly the benchmark's fold ``k``, so
+insightface's 10-fold accuracy equals facecast's. Every fold of every block must hold
+genuine and impostor pairs, else the export stops naming the block
+(:func:`check_fold_classes`).
 
 Several benchmarks: consecutive blocks in the order listed. ``cc11.py`` slices by one
 size, so all blocks must be equal: without ``block_size`` unequal blocks stop the job with
 an error naming each size; with it every block is a seeded sample of ``block_size`` pairs
-of its benchmark keeping the genuine / impostor balance (:func:`sample_pairs`).
+of its benchmark keeping the genuine / impostor balance (:func:`sample_pairs`). Only an
+export of eleven blocks is what ``cc11.py`` can read block by block; any other count is
+marked ``cc11_compatible: false`` in the sidecar and said in the log.
 """
 
 from __future__ import annotations
@@ -50,31 +56,33 @@ import io
 import json
 import logging
 import os
-import pickle
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow.dataset as pads
 from PIL import Image
 
 from facecast import __version__
+from facecast.analysis.bin_checks import (
+    BIN_FOLDS,
+    CC11_BLOCKS,
+    fold_genuine_counts,
+    rounded_share,
+)
+from facecast.analysis.bin_writer import PICKLE_PROTOCOL, CropSpill, write_bin_stream
 from facecast.analysis.exports import ExportError
-from facecast.io.atomic import atomic_path, write_text
+from facecast.config.bin_sets import CC11_LABELS, CC11_NAMES
+from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.io.paths import portable_path
 
 log = logging.getLogger(__name__)
 
-#: insightface's verification.py and CAST's cc11.py: 10 consecutive folds per block
-BIN_FOLDS = 10
 #: the crop size the faces stage stores (``crop_arcface``)
 STORED_SIZE = 112
-#: pickle protocol of the written file (Python 3.4+; CAST writes its .bin files with 4)
-PICKLE_PROTOCOL = 4
 PAIR_ORDER = ("insightface folds: KFold(10, shuffle=False) over each block; fold k = a run "
               "of genuine then a run of impostor pairs (CAST val.list layout), the "
               "benchmark's folds in order")
@@ -102,9 +110,10 @@ def bin_pair_order(labels: np.ndarray, n_folds: int = BIN_FOLDS) -> np.ndarray:
     run of genuine rows then a run of impostor rows, each class in its given order.
 
     Fold ``k`` takes ``g_k`` genuine rows, ``g_k`` the rounded share of the genuine rows
-    proportional to the fold's size (cumulative rounding, so the shares sum exactly).
-    When both classes split evenly over the folds this is
-    :func:`facecast.analysis.exports.cast_val_order` (CAST's ``val.list``).
+    proportional to the fold's size (:func:`~facecast.analysis.bin_checks.
+    fold_genuine_counts`: cumulative rounding, so the shares sum exactly). When both
+    classes split evenly over the folds this is the layout of CAST's ``val.list`` files
+    (ten runs of 50 genuine then 50 impostor pairs; ``tests/data/reference/cc11/``).
     """
     labels = np.asarray(labels)
     gen, imp = np.flatnonzero(labels == 1), np.flatnonzero(labels != 1)
@@ -112,9 +121,8 @@ def bin_pair_order(labels: np.ndarray, n_folds: int = BIN_FOLDS) -> np.ndarray:
     if n == 0:
         return np.zeros(0, np.int64)
     sizes = kfold_sizes(n, n_folds)
-    cum = np.floor(len(gen) * np.cumsum(sizes) / n + 0.5).astype(np.int64)
-    g_counts = np.diff(np.r_[0, cum])
-    g_edges, i_edges = np.r_[0, cum], np.r_[0, np.cumsum(sizes - g_counts)]
+    g_counts = np.asarray(fold_genuine_counts(n, len(gen), n_folds), np.int64)
+    g_edges, i_edges = np.r_[0, np.cumsum(g_counts)], np.r_[0, np.cumsum(sizes - g_counts)]
     parts = [np.r_[gen[g_edges[k]:g_edges[k + 1]], imp[i_edges[k]:i_edges[k + 1]]]
              for k in range(n_folds)]
     return np.concatenate(parts).astype(np.int64)
@@ -149,7 +157,7 @@ def sample_pairs(pairs: pd.DataFrame, size: int, seed: Sequence[int], name: str
         return pairs.reset_index(drop=True)
     rng = np.random.default_rng(list(seed))
     is_gen = pairs["label"].astype(int).to_numpy() == 1
-    n_gen = int(np.floor(size * is_gen.sum() / len(pairs) + 0.5))
+    n_gen = rounded_share(int(is_gen.sum()), size, len(pairs))
     pick = [rng.choice(np.flatnonzero(cls), k, replace=False)
             for cls, k in ((is_gen, n_gen), (~is_gen, size - n_gen))]
     return pairs.iloc[np.sort(np.concatenate(pick))].reset_index(drop=True)
@@ -192,22 +200,8 @@ def build_blocks(sources: Mapping[str, pd.DataFrame], *, folds: str = "test",
         parts.append(order_block(p, b))
     out = pd.concat(parts, ignore_index=True)
     out.insert(0, "pair_index", np.arange(len(out), dtype=np.int64))
+    check_fold_classes(out, name)
     return out
-
-
-def read_crops(faces_paths: Sequence[str | os.PathLike], image_ids: Sequence[str],
-               column: str = "crop_arcface") -> dict[str, tuple[bytes | None, str]]:
-    """image_id -> (stored crop bytes or None, faces status) for ``image_ids``, read from
-    the faces shards (only the rows asked for)."""
-    wanted = sorted(set(map(str, image_ids)))
-    if not wanted or not faces_paths:
-        return {}
-    ds = pads.dataset([str(p) for p in faces_paths], format="parquet")
-    table = ds.to_table(columns=["image_id", "status", column],
-                        filter=pads.field("image_id").isin(wanted))
-    return {i: (c, s) for i, s, c in zip(table.column("image_id").to_pylist(),
-                                          table.column("status").to_pylist(),
-                                          table.column(column).to_pylist(), strict=True)}
 
 
 def encode_image(png: bytes, encoding: str, quality: int = 95) -> bytes:
@@ -223,40 +217,75 @@ def encode_image(png: bytes, encoding: str, quality: int = 95) -> bytes:
     return buf.getvalue()
 
 
-def pair_images(rows: pd.DataFrame, crops: Mapping[str, tuple[bytes | None, str]],
-                encoding: str, quality: int, name: str, size: int = STORED_SIZE
-                ) -> list[bytes]:
-    """The encoded images of ``rows`` (two per pair, in order); BinExportError naming the
-    images without a crop of ``size`` px and their faces statuses."""
+def missing_crops(rows: pd.DataFrame, spill: CropSpill, name: str,
+                  size: int = STORED_SIZE) -> None:
+    """BinExportError naming the pair images without a crop of ``size`` px in ``spill``
+    (at most five, with their faces statuses)."""
     bad = {}
-    for iid in pd.unique(pd.concat([rows["image_a"], rows["image_b"]])):
-        blob, status = crops.get(str(iid), (None, "not in the faces shards"))
-        if blob is None:
-            bad[str(iid)] = status
+    for iid in pd.unique(pd.concat([rows["image_a"], rows["image_b"]]).astype(str)):
+        if iid not in spill:
+            bad[iid] = spill.status.get(iid, "not in the faces shards")
     if bad:
         shown = ", ".join(f"{i} ({s})" for i, s in list(bad.items())[:5])
         raise BinExportError(f"export.bins.{name}: {len(bad)} image(s) of the pairs have no "
                              f"{size} px aligned crop (crop_arcface) in the faces shards: "
                              f"{shown}{' ...' if len(bad) > 5 else ''}")
-    cache: dict[str, bytes] = {}
-    out = []
+
+
+def pair_image_ids(rows: pd.DataFrame) -> Iterator[str]:
+    """The image of each ``.bin`` position: pair ``k``'s ``image_a`` then ``image_b``."""
     for a, b in zip(rows["image_a"].astype(str), rows["image_b"].astype(str), strict=True):
-        for iid in (a, b):
-            if iid not in cache:
-                cache[iid] = encode_image(crops[iid][0], encoding, quality)
-            out.append(cache[iid])
-    return out
+        yield a
+        yield b
 
 
-def write_bin(path: str | os.PathLike, images: Sequence[bytes], issame: Sequence[bool]
-              ) -> Path:
-    """Write ``(bins, issame_list)`` as insightface's ``load_bin`` reads it, atomically."""
-    if len(images) != 2 * len(issame):
-        raise ValueError(f"{len(images)} images for {len(issame)} pairs")
-    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        pickle.dump(([bytes(b) for b in images], [bool(s) for s in issame]), fh,
-                    protocol=PICKLE_PROTOCOL)
-    return Path(path)
+def check_fold_classes(rows: pd.DataFrame, name: str) -> None:
+    """BinExportError naming each block with an insightface fold that lacks genuine or
+    impostor pairs: insightface's ``calculate_val`` divides by each fold's genuine and
+    impostor counts (a ZeroDivisionError in arcface_torch's callback), and such a fold's
+    accuracy measures one class only."""
+    gen = rows["label"].astype(int).to_numpy() == 1
+    counts = pd.DataFrame({"block": rows["block"].to_numpy(), "fold": rows["fold"].to_numpy(),
+                           "gen": gen, "imp": ~gen}).groupby(["block", "fold"]).sum()
+    every = pd.MultiIndex.from_product([pd.unique(rows["block"]),
+                                        [str(k) for k in range(BIN_FOLDS)]],
+                                       names=["block", "fold"])
+    counts = counts.reindex(every, fill_value=0)  # a block under 10 pairs has empty folds
+    bad = counts[(counts["gen"] == 0) | (counts["imp"] == 0)]
+    if bad.empty:
+        return
+    parts = []
+    for block, sub in bad.groupby(level="block", sort=False):
+        folds = ", ".join(f"fold {f}: {int(r.gen)} genuine / {int(r.imp)} impostor"
+                          for (_, f), r in sub.iterrows())
+        parts.append(f"block {block} ({folds})")
+    raise BinExportError(
+        f"export.bins.{name}: {'; '.join(parts)}: every one of insightface's "
+        f"{BIN_FOLDS} folds of a block needs genuine and impostor pairs (calculate_val "
+        "divides by both counts); raise block_size or mine more pairs of the missing class")
+
+
+def cc11_fit(blocks: Sequence[str], name: str) -> dict[str, Any]:
+    """What CAST's ``cc11.py`` makes of an export with these ``blocks``: it cuts every
+    ``.bin`` into :data:`CC11_BLOCKS` equal slices and prints its own names for them
+    (``CC11_LABELS``), so only an export of eleven blocks is read block by block.
+    Returns the sidecar keys ``cc11_compatible`` and ``cc11_labels`` (the name cc11.py
+    prints for each block, or None) and logs a warning for any other block count."""
+    if len(blocks) != CC11_BLOCKS:
+        log.warning("export.bins.%s: %d block(s) (%s), not %d: CAST's cc11.py would cut the "
+                    "file into %d equal slices named %s, across these blocks, so its table "
+                    "would be mislabelled; the sidecar says cc11_compatible: false. Read it "
+                    "with facecast (kind insightface_bin, layout blocks) or insightface's "
+                    "verification.py", name, len(blocks), ", ".join(blocks), CC11_BLOCKS,
+                    CC11_BLOCKS, ", ".join(CC11_LABELS))
+        return {"cc11_compatible": False, "cc11_labels": None}
+    labels = dict(zip(blocks, CC11_LABELS, strict=True))
+    renamed = [f"{b} as {lab}" for b, lab, c in zip(blocks, CC11_LABELS, CC11_NAMES,
+                                                   strict=True) if b != c]
+    if renamed:
+        log.warning("export.bins.%s: cc11.py prints its own names for the eleven blocks: %s",
+                    name, "; ".join(renamed))
+    return {"cc11_compatible": True, "cc11_labels": labels}
 
 
 def block_table(rows: pd.DataFrame, sources: Mapping[str, str], folds: str,
@@ -293,9 +322,14 @@ def export_bin(sources: Mapping[str, str | os.PathLike],
     frames = {b: read_parquet(p) for b, p in sources.items()}
     rows = build_blocks(frames, folds=folds, block_size=None if bsize is None else int(bsize),
                         seed=seq, name=name)
-    crops = read_crops(faces_paths, pd.concat([rows["image_a"], rows["image_b"]]).tolist())
-    images = pair_images(rows, crops, encoding, quality, name, size)
-    write_bin(out_bin, images, (rows["label"].astype(int) == 1).tolist())
+    spill_dir = out_bin.parent
+    spill_dir.mkdir(parents=True, exist_ok=True)
+    with CropSpill(spill_dir) as spill:
+        spill.fill(faces_paths, pd.concat([rows["image_a"], rows["image_b"]]).astype(str),
+                   lambda png: encode_image(png, encoding, quality))
+        missing_crops(rows, spill, name, size)
+        written = write_bin_stream(out_bin, pair_image_ids(rows),
+                                   (rows["label"].astype(int) == 1).tolist(), spill.get)
     rows["status"], rows["message"] = "ok", ""
     keep = ["pair_index", "block", "image_a", "image_b", "identity_a", "identity_b", "label",
             "fold", "benchmark_fold", "status", "message"]
@@ -308,6 +342,8 @@ def export_bin(sources: Mapping[str, str | os.PathLike],
             "quality": quality if encoding == "jpg" else None,
             "block_size": None if bsize is None else int(bsize), "seed": seq,
             "pair_order": PAIR_ORDER, "pickle_protocol": PICKLE_PROTOCOL,
+            **cc11_fit([str(b) for b in sources], name),
+            "n_unique_images": written["n_unique"], "n_bytes": written["n_bytes"],
             "config_hash": (provenance or {}).get("config_hash"),
             "facecast_version": __version__}
     prov = {**(provenance or {}), "stage": "export_bin", "name": name,

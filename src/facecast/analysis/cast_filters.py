@@ -1,11 +1,12 @@
-"""CAST's filter tuples, verbatim (``benchmarks.<bench>.cast_filters``), and benchmark
-subsets straight from a ``cast_arrays`` dataset's mapped arrays.
+"""CAST's filter tuples as CAST's ``run.py`` writes them
+(``benchmarks.<bench>.cast_filters``), and benchmark subsets straight from a
+``cast_arrays`` dataset's mapped arrays.
 
 A tuple selects what CAST's ``dataset_builder/filter.py`` (class ``FilterClass``, driven by
-``run.py``) selects, evaluated as its lines evaluate it: on the column in the array's own
-dtype (float32 as CAST ships it) with the tuple's numbers as written, so numpy's promotion
-rules decide, as in CAST. With NumPy 2 (NEP 50) a Python number is cast to float32 before
-a float32 column is compared with it: a bound float32 cannot hold exactly (``0.1``,
+``run.py``) selects: facecast reproduces ``FilterClass.run``'s behaviour, comparing the
+column in the array's own dtype (float32 as CAST ships it) with the tuple's numbers as
+written, so numpy's promotion rules decide, as in CAST. With NumPy 2 (NEP 50) a Python
+number is cast to float32 before a float32 column is compared with it: a bound float32 cannot hold exactly (``0.1``,
 ``0.7``, ``12.3``) is its float32 image, so ``float32(0.1) > 0.1`` is False and
 ``float32(0.7) == 0.7`` is True (a float64 copy of the column says the opposite):
 
@@ -19,8 +20,12 @@ a float32 column is compared with it: a bound float32 cannot hold exactly (``0.1
   (every row, excluded and NaN rows too; NaN sorts last; Python slice semantics, so
   ``hi = 0`` keeps all but the last position). The slice drops its last position: ``[x,
   rank, 90, 100]`` leaves out the single top-ranked row. ``description.txt`` says so in a
-  ``#`` line after CAST's lines (:data:`facecast.analysis.filtering.CAST_RANK_NOTE`).
+  ``#`` line after the CAST-format lines (:data:`facecast.analysis.filtering.CAST_RANK_NOTE`).
   facecast's own ``filters`` (``mode: rank``) keep ties together instead.
+
+facecast's own ``filters`` (``value``, ``class``) on the arrays compare in the column's
+float32 too (:func:`facecast.analysis.filtering.filter_mask`): ``value: 0.7`` matches the
+stored ``float32(0.7)``.
 
 Masks are multiplied (ANDed) after the exclusions (CAST's ``train_set`` mask: facecast's
 pool, rows not excluded and with a status in ``mining.statuses``).
@@ -31,7 +36,10 @@ row unless the filtered column itself excludes it, and so does ``cast_nan: cast`
 default): ``nan_attribute`` rows enter the pool wherever ``ok`` rows do, and each filter
 decides on its own column (comparisons with NaN are False; a rank range reaching the end
 of the argsort order takes NaN rows; a log line counts them, and the report's
-``n_nan_selected``). Their ``image_id`` in the subset is the manifest's, ``<path>//row<n>``.
+``n_nan_selected``). Their ``image_id`` in the subset is the manifest's, ``<path>//row<n>``;
+the subset's ``path`` column holds every row's path in ``paths.npy`` (CAST's output). In the
+pool manifest such a row is processed as ``ok`` (its image is embedded and mined like any
+other: :func:`facecast.datasets.cast_manifest.write_pool_manifest`).
 ``cast_nan: drop`` keeps them out of every benchmark (facecast's behaviour before).
 
 Ties: which tied rows a rank slice keeps is ``np.argsort``'s default order, which on NumPy
@@ -98,7 +106,7 @@ log = logging.getLogger(__name__)
 #: rows per block when a column is read from the ``.npy`` file
 READ_ROWS = 1 << 15
 #: subset columns that are not filtered attributes
-KEY_NAMES = ("image_id", "identity", "split", "row")
+KEY_NAMES = ("image_id", "path", "identity", "split", "row")
 
 
 def read_columns(path: str | os.PathLike, js: Sequence[int]) -> list[np.ndarray]:
@@ -166,7 +174,7 @@ class FilterResult:
 
 def _filter_mask(v: np.ndarray, f: AttributeFilter, pool: np.ndarray,
                  argsort: Callable[[], np.ndarray]) -> np.ndarray:
-    """Mask over all N rows of one filter: CAST's own expressions for CAST tuples, in the
+    """Mask over all N rows of one filter: CAST's comparisons for CAST tuples, in the
     column's dtype; facecast's filters as on an attribute table."""
     if _cast_ranked(f):
         return cast_rank_select(v, *_percents(f), f.ties, argsort=argsort)
@@ -276,6 +284,10 @@ def select_from_arrays(arrays: CastArrays, attributes_path: str | os.PathLike,
     if missing:
         raise FilterError(f"attribute column(s) {missing} not in columns.csv; available: "
                           f"{arrays.columns}")
+    clash = sorted({f.attribute for f in filters} & set(KEY_NAMES))
+    if clash:
+        raise FilterError(f"attribute column(s) {clash} of columns.csv have the name of a "
+                          f"subset key column {list(KEY_NAMES)}: rename them in columns.csv")
     _check_classes(filters)
     pool = np.asarray(pool, bool)
     by_column: dict[str, list[int]] = {}
@@ -332,18 +344,20 @@ def write_array_subset(arrays: CastArrays, attributes_path: str | os.PathLike,
                        provenance: Mapping[str, Any] | None = None,
                        values: Mapping[str, np.ndarray] | None = None,
                        nan_rows: np.ndarray | None = None) -> dict[str, Any]:
-    """``subset.parquet`` (``image_id``, ``identity``, ``split``, ``row``, each filtered
-    attribute) and ``description.txt`` of the selected rows; return ``report``.
+    """``subset.parquet`` (``image_id``, ``path``, ``identity``, ``split``, ``row``, each
+    filtered attribute) and ``description.txt`` of the selected rows; return ``report``.
 
-    ``image_id`` is the path, or the manifest's ``<path>//row<n>`` for the ``nan_rows``
-    (status ``nan_attribute``). ``values``: filtered columns already read
+    ``path`` is the row's path in ``paths.npy`` (what CAST's ``FilterClass.run`` returns);
+    ``image_id`` is the same path, or the manifest's ``<path>//row<n>`` for the
+    ``nan_rows`` (status ``nan_attribute``). ``values``: filtered columns already read
     (:func:`select_from_arrays`); others are read from the file. The provenance records
     :func:`argsort_platform`."""
     rows = np.flatnonzero(mask)
-    image_id, ident, heads = [], [], []
+    image_id, path, ident, heads = [], [], [], []
     at = 0
     # span by span (a map of each span alone): no N-long copy, no whole-file map resident
     for ids, folders, first, head_keys in read_path_blocks(paths_path, rows):
+        path.append(ids)
         if nan_rows is not None:
             ids = _manifest_ids(ids, rows[at:at + len(ids)], nan_rows)
         at += len(ids)
@@ -351,6 +365,7 @@ def write_array_subset(arrays: CastArrays, attributes_path: str | os.PathLike,
         ident.append(folders)
         heads.append((folders, first, head_keys))     # each identity run once
     table = {"image_id": pa.chunked_array(image_id, type=pa.string()),
+             "path": pa.chunked_array(path, type=pa.string()),
              "identity": pa.chunked_array(ident, type=pa.string()),
              "split": pa.DictionaryArray.from_arrays(np.zeros(len(rows), np.int8), ["all"]),
              "row": pa.array(rows.astype(np.int64, copy=False))}
@@ -370,7 +385,8 @@ def write_array_subset(arrays: CastArrays, attributes_path: str | os.PathLike,
     write_parquet(pa.table(table), subset_path, provenance=prov,
                   metadata={"facecast.subset_report": json.dumps(report, default=str)},
                   use_dictionary=["split"], column_encoding=encoding,
-                  write_statistics=[c for c in table if c not in ("image_id", "identity")])
+                  write_statistics=[c for c in table
+                                    if c not in ("image_id", "path", "identity")])
     write_text(description_path, describe_filters(filters))
     return report
 

@@ -1,11 +1,15 @@
-"""CAST's filter tuples and CAST's own comparisons, verbatim: what
+"""CAST's filter tuples and masks that reproduce CAST's comparisons: what
 :mod:`facecast.analysis.cast_filters` runs over a ``cast_arrays`` dataset's columns.
 
 :func:`parse_cast_filter` turns ``[attribute, class]`` / ``[attribute, rank | abs, lo, hi]``
-into an :class:`~facecast.analysis.filtering.AttributeFilter`; :func:`cast_abs_mask` and
-:func:`cast_class_mask` are ``FilterClass``'s own expressions (numpy's promotion of the
+(the tuples of CAST's ``run.py``, as written) into an
+:class:`~facecast.analysis.filtering.AttributeFilter`; :func:`cast_abs_mask` reproduces
+CAST ``dataset_builder/filter.py`` ``FilterClass.make_range_mask`` (style ``abs``) and
+:func:`cast_class_mask` ``FilterClass.make_classification_mask`` (numpy's promotion of the
 column's dtype decides, as in CAST); :func:`tie_cuts` says which tied values a rank slice
 cuts, and :func:`argsort_platform` what decided numpy's order of them on this machine.
+Equality with CAST is tested on CAST's recorded outputs
+(``tests/data/reference/cast/``).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ def parse_cast_filter(spec: Sequence[Any], bench: str = "", i: int = 0,
         raise FilterError(f"{where}: {spec!r} is not a CAST tuple: [attribute, class] or "
                           "[attribute, rank | abs, low, high]")
     attr = str(spec[0])
-    if len(spec) == 2:     # the class as both bounds marks it a CAST tuple (its own ==)
+    if len(spec) == 2:     # the class as both bounds marks it a CAST tuple (CAST's ==)
         return AttributeFilter(attr, "class", value=spec[1], cast_bounds=(spec[1], spec[1]))
     style, lo, hi = spec[1], spec[2], spec[3]
     if style not in ("rank", "abs"):
@@ -80,7 +84,8 @@ def argsort_platform() -> dict[str, Any]:
 
 
 def cast_abs_mask(column: np.ndarray, lower_range: Any, upper_range: Any) -> np.ndarray:
-    """CAST's ``abs`` mask, its own lines (``FilterClass.make_range_mask``): strict bounds,
+    """CAST's ``abs`` mask (reproduces CAST ``dataset_builder/filter.py``
+    ``FilterClass.make_range_mask``, style ``abs``): strict bounds,
     compared in numpy's promotion of the column's dtype with the bounds as written (float32
     and a Python number: the number's float32 image); NaN is never inside. A bound beyond
     float32's range compares as infinity, as in CAST (numpy's overflow warning silenced)."""
@@ -91,7 +96,8 @@ def cast_abs_mask(column: np.ndarray, lower_range: Any, upper_range: Any) -> np.
 
 
 def cast_class_mask(column: np.ndarray, filter_class: Any) -> np.ndarray:
-    """CAST's class mask, its own line (``FilterClass.make_classification_mask``):
+    """CAST's class mask (reproduces CAST ``dataset_builder/filter.py``
+    ``FilterClass.make_classification_mask``):
     ``column == filter_class`` in numpy's promotion (float32: the class's float32 image)."""
     with np.errstate(over="ignore"):
         return column == filter_class

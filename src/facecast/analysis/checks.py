@@ -16,7 +16,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from facecast.config.columns import check_references
-from facecast.config.util import datasets_of, embed_model_names, listing, name_list, section
+from facecast.config.util import (
+    attribute_only,
+    datasets_of,
+    embed_model_names,
+    listing,
+    name_list,
+    section,
+)
 
 QUANTILE_MODES = ("impostor_quantile", "genuine_quantile")
 #: the benchmark a config without ``benchmarks`` gets
@@ -29,10 +36,12 @@ def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
     gives a protocol; return the plan line."""
     if "benchmarks" not in absent or config.get("benchmarks"):
         return []
-    has_pairs = any(spec.get("pairs") or spec.get("kind") == "insightface_bin"
-                    for spec in datasets_of(config).values())  # a .bin implies its pairs
+    has_pairs = any(spec.get("pairs") or spec.get("kind") in ("insightface_bin", "rfw", "bfw")
+                    for spec in datasets_of(config).values())  # these imply their pairs
     if has_pairs or section(section(config, "evaluate"), "imports"):
         return []
+    if all(attribute_only(config, ds) for ds in datasets_of(config)):
+        return []  # attribute benchmarks only (fairface, utkface): no pairs to mine
     config["benchmarks"] = {DEFAULT_BENCHMARK_NAME: {
         "filters": [], "mining": dict(DEFAULT_BENCHMARK["mining"])}}
     n_imp = DEFAULT_BENCHMARK["mining"]["n_impostor"]

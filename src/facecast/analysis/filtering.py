@@ -24,6 +24,12 @@ A filter is a mapping ``{attribute, mode, low, high}`` or ``{attribute, mode: cl
 * ``value``: keep ``low <= value <= high`` (raw values; NaN never selected).
 * ``class``: keep ``value == filter value`` (equality; NaN never selected).
 
+``value`` and ``class`` compare in the column's own float type: on a float32 column
+(CAST's arrays, a float32 attribute column) the bounds and the class are first rounded to
+float32, so ``value: 0.7`` matches the stored ``float32(0.7)`` (which is
+0.699999988...; a float64 comparison would miss it), and a number beyond float32's range
+is +-inf. Integer and boolean columns compare as float64.
+
 (An older CAST, ``dataset_builder/dataset_splitter.py``, turned the rank positions into
 value bounds and kept ``lower_bound < value < upper_bound`` with strict inequalities;
 CAST's current code selects positions as above.)
@@ -73,8 +79,9 @@ CAST_NO_OP_DESCRIPTION = ("attribute: Eyeglasses lower_quartile: 0.0 upper_quart
                           "attribute: Eyeglasses lower_quartile: 0.0 upper_quartile: 1\n")
 
 
-#: the line a benchmark with CAST rank tuples adds after CAST's lines (CAST's slice drops
-#: the last position of every rank range, so ``[x, rank, 90, 100]`` misses the top row)
+#: the line a benchmark with CAST rank tuples adds after the CAST-format lines (CAST's
+#: slice drops the last position of every rank range, so ``[x, rank, 90, 100]`` misses
+#: the top row)
 CAST_RANK_NOTE = ("# facecast: rank tuples select argsort(column)[round(N*lo/100):"
                   "round(N*hi/100)-1] over all N rows, as CAST's filter.py: the last "
                   "position of each range (the top-ranked row when hi is 100) is dropped\n")
@@ -194,9 +201,9 @@ def _percent(fraction: float) -> float:
 
 def cast_rank_mask(values: np.ndarray, low: float, high: float,
                    ties: str = "argsort") -> np.ndarray:
-    """CAST's positional rank selection over the whole array (see the module docstring)."""
-    return cast_rank_select(np.asarray(values, dtype=np.float64), _percent(low),
-                            _percent(high), ties)
+    """CAST's positional rank selection over the whole array (see the module docstring),
+    in a float column's own dtype (:func:`numeric_column`), as CAST sorts it."""
+    return cast_rank_select(numeric_column(values), _percent(low), _percent(high), ties)
 
 
 def _stable_slice(v: np.ndarray, start: int, stop: int, first: Any, last: Any) -> np.ndarray:
@@ -268,29 +275,47 @@ def cast_rank_select(values: np.ndarray, lo_pct: float, hi_pct: float,
     return mask
 
 
+def numeric_column(values: np.ndarray) -> np.ndarray:
+    """A column as the filters compare it: a float column in its own dtype (float32 as
+    CAST ships it), any other as float64."""
+    v = np.asarray(values)
+    return v if v.dtype.kind == "f" else v.astype(np.float64)
+
+
+def as_column_number(x: Any, dtype: np.dtype) -> np.floating:
+    """``x`` as a number of a float column's ``dtype``: float32 rounds it to its float32
+    image (``0.7`` -> ``float32(0.7)``); beyond the type's range it is +-inf."""
+    with np.errstate(over="ignore"):
+        return np.asarray(x, dtype=np.float64).astype(dtype)[()]
+
+
 def filter_mask(values: np.ndarray, pool: np.ndarray, f: AttributeFilter) -> np.ndarray:
     """Boolean mask of the rows that pass ``f`` (only pool rows can pass).
 
-    ``values`` covers the whole attribute table (``cast`` ranks over all of it).
+    ``values`` covers the whole attribute table (``cast`` ranks over all of it). ``value``
+    and ``class`` compare in the column's float type (:func:`numeric_column`,
+    :func:`as_column_number`); ``abs`` in numpy's promotion of it, as CAST.
     """
     if f.mode == "class":
         if isinstance(f.value, str):
             vals = np.asarray(values).astype(str)
             return pool & (vals == f.value)
-        v = np.asarray(values, dtype=np.float64)
-        return pool & (v == float(f.value))
-    v = np.asarray(values, dtype=np.float64)
+        v = numeric_column(values)
+        return pool & (v == as_column_number(f.value, v.dtype))
+    v = numeric_column(values)
     if f.mode == "abs":                      # CAST's abs: strict bounds
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", over="ignore"):
             return pool & (v > f.low) & (v < f.high)
     if f.mode == "rank":
         if f.rank_method == "cast":
             return pool & cast_rank_mask(v, f.low, f.high, f.ties)
         ranks = np.full(v.shape, np.nan)
         ranks[pool] = percentile_ranks(v[pool])
-        v = ranks
+        with np.errstate(invalid="ignore"):
+            return pool & (ranks >= f.low) & (ranks <= f.high)
+    lo, hi = as_column_number(f.low, v.dtype), as_column_number(f.high, v.dtype)
     with np.errstate(invalid="ignore"):
-        return pool & (v >= f.low) & (v <= f.high)
+        return pool & (v >= lo) & (v <= hi)
 
 
 def select_subset(table: pd.DataFrame | pa.Table, filters: Sequence[AttributeFilter], *,
@@ -314,7 +339,9 @@ def select_subset(table: pd.DataFrame | pa.Table, filters: Sequence[AttributeFil
         if f.mode == "class" and pa.types.is_string(col.type):
             vals = col.fill_null("").to_numpy(zero_copy_only=False)
         else:
-            vals = col.cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False)
+            keep = pa.types.is_float32(col.type)
+            vals = (col if keep else col.cast(pa.float64())).fill_null(np.nan).to_numpy(
+                zero_copy_only=False)         # a float32 column compares in float32
         m = filter_mask(vals, pool, f)
         n_valid = int((pool & ~pd.isna(vals)).sum()) if f.mode != "class" else int(pool.sum())
         report["filters"].append({"attribute": f.attribute, "mode": f.mode,

@@ -16,9 +16,14 @@ face) and :mod:`facecast.attributes.ofiq_landmarks` (geometry). Our own code, re
   sigmoid(m; 0.2, 0.05) * (1 - sigmoid(m; 0.8, 0.05)))``; LuminanceVariance: ``round(100 *
   sin(60 v / (60 v + 1) * pi))``), ``OverExposurePrevention.cpp`` (``round(1 / (f +
   0.01))``), ``DynamicRange.cpp`` (``12.5 * entropy``), ``IlluminationUniformity.cpp``
-  (``round(100 * D^0.3)``), ``SingleFacePresent.cpp`` (``round(100 * (1 - f))``),
-  ``HeadPose.cpp`` (``max(0, round(100 cos^2(angle)))``), ``HeadSize.cpp`` (the sigmoid
-  takes ``|T / H - 0.45|``).
+  (``round(100 * D^0.3)``), ``SingleFacePresent.cpp`` (``round(100 * (1 - f))`` in single
+  precision), ``HeadPose.cpp`` (``CalculateQuality``: ``round(100 * max(0, cos(angle))^2)``,
+  the cosine clamped to >= 0 before it is squared, so every angle beyond +-90 degrees
+  scores 0), ``HeadSize.cpp`` (the sigmoid takes ``|T / H - 0.45|``).
+
+``tests/test_attributes_ofiq.py`` compares these mappings with OFIQ's own output: the
+conformance table OFIQ ships and OFIQ's measure classes run on hostile inputs (records under
+``tests/data/reference/ofiq/``, docs/CONTRIBUTING.md "Reference records").
 
 These are APPROXIMATIONS of OFIQ, not OFIQ: facecast's detector (MTCNN/YuNet, not SSD),
 dlib's 68 landmarks (not ADNet's 98), a 308 px alignment (half OFIQ's 616 px frame), a
@@ -79,15 +84,17 @@ NATIVE_MEANING = {
     "IlluminationUniformity": "intersection of the normalised luminance histograms of the "
                               "left and right cheek zones (1 = identical)",
     "NaturalColour": "distance of the cheeks' mean CIELAB (a, b) from a in [5, 25], "
-                     "b in [5, 35] (100 when a or b < 0)",
+                     "b in [5, 35] (100 when a or b < 0; 0 for a grey aligned face)",
     "InterEyeDistance": "eye-centre distance in image pixels / cos(yaw)",
     "HeadSize": "eye-midpoint-to-chin distance T / image height",
     "LeftwardCropOfTheFaceImage": "image-right eye centre x / inter-eye distance",
     "RightwardCropOfTheFaceImage": "(image width - image-left eye centre x) / inter-eye "
                                    "distance",
-    "MarginAboveOfTheFaceImage": "eye-midpoint y / T",
-    "MarginBelowOfTheFaceImage": "(image height - eye-midpoint y) / T",
-    "SingleFacePresent": "sqrt(second-largest / largest face box area); 0 for one face",
+    "MarginAboveOfTheFaceImage": "eye-midpoint y / T (midpoint rounded to whole pixels, T "
+                                 "from it to the chin)",
+    "MarginBelowOfTheFaceImage": "(image height - eye-midpoint y) / T (as MarginAbove)",
+    "SingleFacePresent": "second-largest / largest detected face box area (single "
+                         "precision); 0 for one face",
     "HeadPoseYaw": "yaw in degrees (5-point pose of facecast.attributes.pose)",
     "HeadPosePitch": "pitch in degrees",
     "HeadPoseRoll": "roll in degrees",
@@ -166,9 +173,10 @@ def quality_value(component: str, native: np.ndarray) -> np.ndarray:
             return _clamped(12.5 * v)
         if component == "IlluminationUniformity":
             return _clamped(100.0 * np.power(v, 0.3))
-        if component == "SingleFacePresent":
-            return _clamped(100.0 * (1.0 - v))
-        if component.startswith("HeadPose"):
-            c = np.cos(np.radians(v))
-            return _clamped(np.maximum(0.0, 100.0 * c * c))
+        if component == "SingleFacePresent":  # float arithmetic, as SingleFacePresent.cpp
+            f = v.astype(np.float32)
+            return _clamped(np.float32(100.0) * (np.float32(1.0) - f))
+        if component.startswith("HeadPose"):  # clamp the cosine, then square it
+            c = np.maximum(0.0, np.cos(v * np.pi / 180.0))
+            return _clamped(100.0 * (c * c))
     raise KeyError(f"no OFIQ mapping for component {component!r}")

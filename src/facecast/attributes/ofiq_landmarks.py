@@ -24,8 +24,12 @@ MOUTH_CENTER pair      (90,94)              (62,66)
 =====================  ===================  ==========================
 
 Geometry follows ``OFIQlib/modules/utils/src/utils.cpp`` (``calculateEyeCenter``,
-``tmetric``, ``alignImage``) and ``FaceMeasures.cpp`` (``GetMiddle`` rounds to whole
-pixels, as OFIQ's integer landmarks do).
+``tmetric``: T from the unrounded eye midpoint, in single precision; ``alignImage``) and
+``FaceMeasures.cpp`` (``GetMiddle`` rounds to whole pixels, as OFIQ's integer landmarks
+do; ``GetDistance``); CropOfTheFaceImage.cpp measures its T from the *rounded* eye
+midpoint (:func:`crop_tmetric`). ``tests/test_attributes_ofiq.py`` compares
+:func:`geometry_natives` with OFIQ's own measure classes (records in
+``tests/data/reference/ofiq/``).
 """
 
 from __future__ import annotations
@@ -101,18 +105,35 @@ def eye_centres(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return left, right
 
 
+def distance(d: np.ndarray) -> np.ndarray:
+    """Lengths of (..., 2) vectors as OFIQ takes them (``FaceMeasures::GetDistance``,
+    ``cv::norm``): ``sqrt(dx * dx + dy * dy)`` in double (not ``hypot``: the last bit
+    can differ)."""
+    d = np.asarray(d, dtype=np.float64)
+    return np.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1])
+
+
 def tmetric(points: np.ndarray) -> np.ndarray:
-    """OFIQ's T: distance from the eye-centre midpoint to the chin (utils.cpp ``tmetric``)."""
+    """OFIQ's T (utils.cpp ``tmetric``): distance from the unrounded midpoint of the two eye
+    centres to the chin, returned in single precision as OFIQ's ``float`` (as float64)."""
     left, right = eye_centres(points)
     mid = (left + right) / 2.0
     d = np.asarray(points, dtype=np.float64)[:, CHIN] - mid
-    return np.hypot(d[:, 0], d[:, 1])
+    return distance(d).astype(np.float32).astype(np.float64)
+
+
+def crop_tmetric(points: np.ndarray) -> np.ndarray:
+    """The T of CropOfTheFaceImage.cpp: distance from the eye midpoint *rounded to whole
+    pixels* (``FaceMeasures::GetMiddle`` of the two eye centres) to the chin, in double."""
+    left, right = eye_centres(points)
+    return distance(np.asarray(points, dtype=np.float64)[:, CHIN]
+                    - c_round((left + right) / 2.0))
 
 
 def max_pair_distance(points: np.ndarray, pairs: tuple[tuple[int, int], ...]) -> np.ndarray:
     """Largest distance over landmark ``pairs`` (``FaceMeasures::GetMaxPairDistance``)."""
     p = np.asarray(points, dtype=np.float64)
-    d = [np.hypot(*(p[:, i] - p[:, j]).T) for i, j in pairs]
+    d = [distance(p[:, i] - p[:, j]) for i, j in pairs]
     return np.max(np.stack(d, 1), axis=1)
 
 
@@ -140,35 +161,60 @@ def geometry_natives(points: np.ndarray, aligned: np.ndarray, yaw: np.ndarray,
     degrees, image ``width`` / ``height`` in pixels (CropOfTheFaceImage.cpp,
     InterEyeDistance.cpp, HeadSize.cpp, EyesOpen.cpp, MouthClosed.cpp)."""
     left, right = eye_centres(points)
-    ied = np.hypot(*(right - left).T)
+    ied = distance(right - left)
     mid = c_round((left + right) / 2.0)  # GetMiddle of the two centres
-    t = tmetric(points)
+    t, t_crop = tmetric(points), crop_tmetric(points)
+    cos_yaw = np.cos(np.asarray(yaw, dtype=np.float64) * np.pi / 180.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         return {
-            "InterEyeDistance": ied / np.cos(np.radians(yaw)),
+            # FaceMeasures::InterEyeDistance: NaN (FailureToAssess) where |cos(yaw)| < 1e-6
+            "InterEyeDistance": np.where(np.abs(cos_yaw) < 1e-6, np.nan,
+                                         ied * (1.0 / cos_yaw)),
             "HeadSize": t / height,
             "LeftwardCropOfTheFaceImage": right[:, 0] / ied,
             "RightwardCropOfTheFaceImage": (width - left[:, 0]) / ied,
-            "MarginAboveOfTheFaceImage": mid[:, 1] / t,
-            "MarginBelowOfTheFaceImage": (height - mid[:, 1]) / t,
+            "MarginAboveOfTheFaceImage": mid[:, 1] / t_crop,
+            "MarginBelowOfTheFaceImage": (height - mid[:, 1]) / t_crop,
             "EyesOpen": np.minimum(max_pair_distance(aligned, LEFT_EYE_LIDS),
                                    max_pair_distance(aligned, RIGHT_EYE_LIDS))
             / tmetric(aligned),
-            "MouthClosed": max_pair_distance(points, MOUTH_INNER) / t,
+            # MouthClosed.cpp: NaN (FailureToAssess) where T is 0
+            "MouthClosed": np.where(t == 0, np.nan, max_pair_distance(points, MOUTH_INNER) / t),
         }
 
 
-def single_face(n_faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def face_area_ratio(areas: np.ndarray) -> float:
+    """SingleFacePresent.cpp's f of one image's detected face box areas: 0 for one face,
+    a2 / a1 of the two largest (areas not above 0 count as 0) in single precision."""
+    a = np.sort(np.asarray(areas, dtype=np.float32))[::-1]
+    if len(a) == 0:
+        return float("nan")
+    if len(a) == 1:
+        return 0.0
+    a1, a2 = (np.maximum(a[:2], np.float32(0.0)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return float(np.float32(a2) / np.float32(a1))
+
+
+def single_face(n_faces: np.ndarray, areas: list | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
     """SingleFacePresent's native value f and a message per row.
 
-    OFIQ (SingleFacePresent.cpp): f = 0 for one detected face, sqrt(a2 / a1) of the two
-    largest box areas otherwise. The faces stage keeps only the chosen face's box, so with
-    several faces f is unknown (NaN, the message says why), as it is where no detector ran.
+    OFIQ (SingleFacePresent.cpp): f = 0 for one detected face, a2 / a1 of the two largest
+    box areas otherwise. ``areas`` holds each row's detected box areas (the faces column
+    ``face_box_areas``; None for a row or for all rows where the shard does not have it):
+    without them f is known for one face only (NaN with a message for several faces), and
+    it is NaN where no detector ran.
     """
     n = np.asarray(n_faces, dtype=np.float64)
     f = np.where(n == 1, 0.0, np.nan)
     msg = np.full(n.shape[0], "", dtype=object)
-    msg[n > 1] = ("SingleFacePresent: several faces detected, the faces stage keeps only "
-                  "the chosen face's box (OFIQ's sqrt(a2/a1) needs the second one)")
+    for i in range(n.shape[0]):
+        row = None if areas is None else areas[i]
+        if row is not None and len(row) > 0:
+            f[i] = face_area_ratio(row)
+        elif n[i] > 1:
+            msg[i] = ("SingleFacePresent: several faces detected and the faces shard has no "
+                      "face_box_areas (written before facecast recorded them; re-run faces)")
     msg[~np.isfinite(n)] = "SingleFacePresent: no detector ran (n_faces unknown)"
     return f, msg

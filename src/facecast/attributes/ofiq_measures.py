@@ -8,7 +8,8 @@ Read from OFIQ (``BSI-OFIQ/OFIQ-Project``, MIT): ``OFIQlib/modules/utils/src/ima
 ``ConvertBGRToCIELAB``: D50 CIELAB of the zones' mean colour), ``Luminance.cpp``,
 ``UnderExposurePrevention.cpp`` (luminance 0-25), ``OverExposurePrevention.cpp``
 (247-255), ``DynamicRange.cpp`` (histogram entropy), ``IlluminationUniformity.cpp``,
-``NaturalColour.cpp``; the face region is the convex hull of the aligned landmarks
+``NaturalColour.cpp`` (``IsColoured`` first: an aligned face whose three channels are
+equal everywhere gets D = 0); the face region is the convex hull of the aligned landmarks
 (``FaceMeasures::GetFaceMask`` with alpha 0, here rasterised directly).
 
 Differences from OFIQ (approximations): the face is aligned from the stored facenet crop
@@ -22,7 +23,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from facecast.attributes.ofiq_landmarks import MOUTH_CENTER, c_round, eye_centres
+from facecast.attributes.ofiq_landmarks import MOUTH_CENTER, c_round, distance, eye_centres
 
 #: side of the aligned face in pixels: OFIQ's 616 px frame at half scale (the facenet
 #: crop's inter-eye distance, ~50 px, is close to the 56 px this frame gives)
@@ -77,7 +78,16 @@ def natural_colour_native(a: float, b: float) -> float:
         return 100.0
     da = max(0.0, 5 - a, a - 25)
     db = max(0.0, 5 - b, b - 35)
-    return float(np.hypot(da, db))
+    return float(np.sqrt(da * da + db * db))
+
+
+def is_coloured(image: np.ndarray) -> bool:
+    """NaturalColour.cpp ``IsColoured``: a three-channel image with at least one pixel whose
+    channels differ (anywhere in the image, the black border of the alignment included)."""
+    img = np.asarray(image)
+    if img.ndim != 3 or img.shape[2] != 3:
+        return False
+    return bool(((img[..., 0] != img[..., 1]) | (img[..., 0] != img[..., 2])).any())
 
 
 def face_region(aligned_landmarks: np.ndarray, footprint: np.ndarray) -> tuple[np.ndarray,
@@ -98,19 +108,23 @@ def cheek_zones(aligned_landmarks: np.ndarray) -> tuple[tuple[int, int, int], ..
     ``CalculateReferencePoints`` + ``CalculateRegionOfInterest``)."""
     left, right = eye_centres(aligned_landmarks[None])
     left, right = left[0], right[0]
-    ied = float(np.hypot(*(right - left)))
+    ied = float(distance(right - left))
     mid = c_round((left + right) / 2.0)
     mouth = c_round((aligned_landmarks[MOUTH_CENTER[0]] + aligned_landmarks[MOUTH_CENTER[1]])
                     / 2.0)
-    eye_mouth = float(np.hypot(*(mouth - mid)))
+    eye_mouth = float(distance(mouth - mid))
     zone, dy = int(ied * 0.3), int(eye_mouth / 2)
     return ((int(left[0]), int(left[1]) + dy, zone),
             (int(right[0]) - zone, int(right[1]) + dy, zone))
 
 
 def _zone(img: np.ndarray, z: tuple[int, int, int]) -> np.ndarray:
+    """The zone's pixels; empty unless the whole zone lies inside the image (OpenCV's
+    ``Mat(Rect)``, which OFIQ uses, refuses a rectangle that leaves the image)."""
     x, y, s = z
-    return img[max(y, 0):max(y + s, 0), max(x, 0):max(x + s, 0)]
+    if x < 0 or y < 0 or x + s > img.shape[1] or y + s > img.shape[0]:
+        return img[:0, :0]
+    return img[y:y + s, x:x + s]
 
 
 def histogram_natives(lum: np.ndarray, region: np.ndarray) -> dict[str, float]:
@@ -143,19 +157,24 @@ def pixel_natives(aligned: np.ndarray, footprint: np.ndarray,
     notes = []
     if coverage < 0.9:
         notes.append(f"the facenet crop holds {coverage:.0%} of the landmarked region")
+    coloured = is_coloured(aligned)
+    if not coloured:  # NaturalColour.cpp: a grey face gets D = 0 (quality 100), no zones
+        out["NaturalColour"] = 0.0
     masked = np.where(region, lum, 0).astype(np.uint8)
     zl, zr = cheek_zones(aligned_landmarks)
     left, right = _zone(masked, zl), _zone(masked, zr)
     if left.size == 0 or right.size == 0:
-        notes.append("IlluminationUniformity, NaturalColour: a cheek zone lies outside "
-                     "the aligned face")
+        notes.append(("IlluminationUniformity, NaturalColour" if coloured
+                      else "IlluminationUniformity") + ": a cheek zone lies outside the "
+                     "aligned face")
         return out, "; ".join(notes)
     hl = np.bincount(left.ravel(), minlength=256) / left.size
     hr = np.bincount(right.ravel(), minlength=256) / right.size
     out["IlluminationUniformity"] = float(np.minimum(hl, hr).sum())
-    rgb = np.where(region[..., None], aligned, 0)
-    both = np.concatenate([_zone(rgb, zr).reshape(-1, 3), _zone(rgb, zl).reshape(-1, 3)])
-    out["NaturalColour"] = natural_colour_native(*lab_ab(both.mean(0)))
+    if coloured:
+        rgb = np.where(region[..., None], aligned, 0)
+        both = np.concatenate([_zone(rgb, zr).reshape(-1, 3), _zone(rgb, zl).reshape(-1, 3)])
+        out["NaturalColour"] = natural_colour_native(*lab_ab(both.mean(0)))
     return out, "; ".join(notes)
 
 

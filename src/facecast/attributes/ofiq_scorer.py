@@ -6,7 +6,8 @@ into the crop) and mapped back to whole image pixels; a similarity to OFIQ's ref
 points aligns the face (:data:`facecast.attributes.ofiq_measures.FRAME` px, warped from
 the crop in one step); the pixel components come from the aligned face, the geometric ones
 from the landmarks, the pose from the five points derived from them
-(:func:`facecast.attributes.pose.head_pose`), SingleFacePresent from ``n_faces``. Every
+(:func:`facecast.attributes.pose.head_pose`), SingleFacePresent from the faces shard's
+``face_box_areas`` (``n_faces`` alone in shards written before that column). Every
 row keeps a status: ``ok``, or ``landmark_error`` (the fit failed: message says why);
 rows without a crop get the scorer's usual ``no_crop`` / faces status.
 """
@@ -33,22 +34,31 @@ log = logging.getLogger("facecast.attributes")
 _POSE = {"HeadPoseYaw": "yaw", "HeadPosePitch": "pitch", "HeadPoseRoll": "roll"}
 
 
-def shard_context(faces_path: str | os.PathLike) -> tuple[dict[str, float], float]:
-    """``{image_id: n_faces}`` of a faces shard and the facenet crop's margin (from the
-    shard's provenance; facenet-pytorch's 14 where it is not recorded)."""
+def shard_context(faces_path: str | os.PathLike) -> tuple[dict[str, float],
+                                                          dict[str, list | None], float]:
+    """``{image_id: n_faces}`` and ``{image_id: face_box_areas}`` of a faces shard (empty
+    when the shard lacks the column: shards written before facecast recorded the areas
+    stay readable) and the facenet crop's margin (from the shard's provenance;
+    facenet-pytorch's 14 where it is not recorded)."""
     names = pq.read_schema(faces_path).names
     n_faces: dict[str, float] = {}
-    if "n_faces" in names:
-        t = pq.read_table(faces_path, columns=["image_id", "n_faces"]).to_pandas()
-        vals = t["n_faces"].astype("float64").to_numpy()
-        n_faces = dict(zip(t["image_id"].astype(str), vals, strict=True))
+    areas: dict[str, list | None] = {}
+    cols = [c for c in ("n_faces", "face_box_areas") if c in names]
+    if cols:
+        t = pq.read_table(faces_path, columns=["image_id", *cols])
+        ids = [str(i) for i in t.column("image_id").to_pylist()]
+        if "n_faces" in cols:
+            vals = t.column("n_faces").to_pandas().astype("float64").to_numpy()
+            n_faces = dict(zip(ids, vals, strict=True))
+        if "face_box_areas" in cols:
+            areas = dict(zip(ids, t.column("face_box_areas").to_pylist(), strict=True))
     prov = read_provenance(faces_path)
     margin = (prov.get("faces_config") or {}).get("facenet_margin")
     if margin is None:
         log.info("ofiq: %s records no faces.facenet_margin; assuming %s", faces_path,
                  FACENET_MARGIN)
         margin = FACENET_MARGIN
-    return n_faces, float(margin)
+    return n_faces, areas, float(margin)
 
 
 def crop_frame(bbox: np.ndarray, width: float, height: float, size: int,
@@ -67,11 +77,13 @@ class OfiqScorer:
     def __init__(self) -> None:
         self.predictor = lm.load_predictor()
         self.n_faces: dict[str, float] = {}
+        self.areas: dict[str, list | None] = {}
         self.margin = float(FACENET_MARGIN)
 
     def bind(self, faces_path: str | os.PathLike) -> None:
-        """Read the shard's ``n_faces`` and facenet margin before its chunks are scored."""
-        self.n_faces, self.margin = shard_context(faces_path)
+        """Read the shard's ``n_faces``, ``face_box_areas`` and facenet margin before its
+        chunks are scored."""
+        self.n_faces, self.areas, self.margin = shard_context(faces_path)
 
     def landmarks(self, batch: FaceBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Whole-pixel image landmarks (N, 68, 2), crop -> image matrices (N, 2, 3), and
@@ -120,7 +132,8 @@ class OfiqScorer:
         natives.update(lm.geometry_natives(pts, aligned_pts, pose["yaw"], batch.image_width,
                                            batch.image_height))
         ids = batch.image_id.astype(str)
-        f, f_msg = lm.single_face(np.array([self.n_faces.get(i, np.nan) for i in ids]))
+        f, f_msg = lm.single_face(np.array([self.n_faces.get(i, np.nan) for i in ids]),
+                                  [self.areas.get(i) for i in ids])
         natives["SingleFacePresent"] = np.where(fit, f, np.nan)
         out: dict[str, np.ndarray] = {}
         for comp in OFIQ_COMPONENTS:

@@ -6,7 +6,9 @@ Entries (one per rule): :func:`score_shard` (``attributes_score``, in
 :mod:`facecast.attributes.scoring`), :func:`merge_attributes` (``attributes_merge``, in
 :mod:`facecast.attributes.merge`) and :func:`train_model` (``attribute_model``; torch and
 the trainer load when it runs); a ``cast_arrays`` dataset's table comes from its arrays
-(:func:`write_cast_attributes`, rule ``cast_attributes``).
+(:func:`write_cast_attributes`, rule ``cast_attributes``), a BFW dataset read without
+its images from its manifest (:func:`write_manifest_attributes`, rule
+``manifest_attributes``).
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from facecast.attributes.cast_arrays import write_cast_attributes
+from facecast.attributes.from_manifest import write_manifest_attributes
 from facecast.attributes.merge import merge_attributes
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["merge_attributes", "resolve_device", "score_shard", "train_model",
-           "write_cast_attributes", "write_ofiq_inputs"]
+           "write_cast_attributes", "write_manifest_attributes", "write_ofiq_inputs"]
 
 
 def resolve_device(device: str) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from facecast.attributes import SCORERS
+from facecast.config.util import attribute_only
 from facecast.io.shard_index import FACES_INDEX
 
 SCORER_REGEX = "|".join(SCORERS)
@@ -68,13 +69,14 @@ def uses_real_ofiq(config: Mapping[str, Any]) -> bool:
 
 
 def score_inputs(config: Mapping[str, Any], ds: str, scorer: str, shard: str) -> dict[str, str]:
-    """Inputs of one attributes_score job: faces shard (+ embed shards, + head checkpoint,
-    + the real OFIQ's CSV and map)."""
+    """Inputs of one attributes_score job: faces shard (+ embed shards, not for an
+    attribute-only dataset, + head checkpoint, + the real OFIQ's CSV and map)."""
     out = {"faces": f"results/{ds}/faces/{shard}.parquet"}
     if scorer == "ofiq" and ofiq_models_dir(config):
         out["ofiq_csv"] = OFIQ_CSV.format(ds=ds, shard=shard)
         out["ofiq_map"] = OFIQ_MAP.format(ds=ds, shard=shard)
-    if scorer == "native" and _cfg(config).get("embed_norms", True):
+    if (scorer == "native" and _cfg(config).get("embed_norms", True)
+            and not attribute_only(config, ds)):  # no embeddings without identities
         for model in embed_models(config):
             out[f"embed_{model}"] = f"results/{ds}/embed/{model}/{shard}.parquet"
     if scorer == "celeba40":

@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtr, ndtri, stdtr, stdtrit
 
+from facecast.labels.estimators_stats import holm  # the one Holm (labels needs it first)
+
 __all__ = ["MIN_IDENTITIES", "METHODS", "clustered_test", "holm", "method_label"]
 
 #: fewer identities than this: no clustered test (the bootstrap cannot see the spread)
@@ -79,18 +81,3 @@ def clustered_test(diff: float, reps: np.ndarray, n_identities: int,
         lo, hi, p = diff - t * se, diff + t * se, float(2.0 * stdtr(df, -abs(diff) / se))
     return {"ci_lo": float(lo), "ci_hi": float(hi), "test": method_label(method, g),
             "p": float(p), "n_boot": n, "note": ""}
-
-
-def holm(p: np.ndarray) -> np.ndarray:
-    """Holm step-down adjusted p-values (family-wise error over the finite entries),
-    capped at 1; NaN stays NaN (not part of the family)."""
-    p = np.asarray(p, np.float64)
-    out = np.full(p.shape, np.nan)
-    ok = np.flatnonzero(np.isfinite(p))
-    m = len(ok)
-    if m == 0:
-        return out
-    order = ok[np.argsort(p[ok], kind="stable")]
-    adj = np.maximum.accumulate(p[order] * (m - np.arange(m)))
-    out[order] = np.minimum(adj, 1.0)
-    return out

@@ -145,18 +145,17 @@ def align(a: pd.DataFrame, b: pd.DataFrame, accuracy: Mapping[str, Any] | None =
 
 def fold_correct(score: np.ndarray, label: np.ndarray, fold: np.ndarray,
                   thresholds: str = "insightface") -> np.ndarray:
-    """Per pair: correct at its fold's threshold (chosen on the other folds); pairs outside
-    the 10-fold test (fold ``""``) and single-fold protocols excluded (NaN)."""
+    """Per pair: correct at its fold's threshold (chosen on the other folds), decided by
+    the 10-fold accuracy's own rule (:meth:`KFoldAccuracy.correct`, ``2 - 2s < t``), so a
+    fold's mean is exactly its accuracy in :func:`kfold_accuracy` and the replicates
+    re-weight the point estimate's decisions; pairs outside the 10-fold test (fold
+    ``""``) and single-fold protocols excluded (NaN)."""
     out = np.full(len(score), np.nan)
     keep = fold != ""
     if len(np.unique(fold[keep])) < 2 or len(np.unique(label[keep])) < 2:
         return out
     acc = kfold_accuracy(score[keep], label[keep], fold[keep], thresholds)
-    cos = dict(zip(acc.folds, acc.cosine_thresholds, strict=True))
-    idx = np.flatnonzero(keep)
-    t = np.array([cos[f] for f in fold[keep]])
-    # kfold_accuracy predicts "same" when 2 - 2s < t_dist, i.e. s > 1 - t_dist / 2
-    out[idx] = ((score[keep] > t) == (label[keep] == 1)).astype(float)
+    out[keep] = acc.correct(score[keep], label[keep], fold[keep]).astype(float)
     return out
 
 

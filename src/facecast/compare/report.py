@@ -13,7 +13,7 @@ import pandas as pd
 
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet
-from facecast.report.html_tables import frame_html, write_html_page
+from facecast.report.html_tables import frame_html, markdown_html, write_html_page
 
 #: the columns of differences.parquet the HTML report shows
 SHOWN = ["benchmark", "model_a", "model_b", "metric", "value_a", "value_b", "difference",
@@ -21,22 +21,24 @@ SHOWN = ["benchmark", "model_a", "model_b", "metric", "value_a", "value_b", "dif
 
 
 def method_text(diff: pd.DataFrame, cfg: Mapping[str, Any]) -> str:
-    """One paragraph: the test, the interval and the Holm family behind every verdict."""
+    """The test, the interval and the Holm family behind every verdict, as Markdown: one
+    sentence, then one bullet per term."""
     n_boot = int(cfg.get("n_boot", 1000))
     alpha = float(cfg.get("alpha", 0.05))
     conf = float(cfg.get("confidence", 0.95))
     tested = int(np.isfinite(diff["p"].to_numpy(np.float64)).sum()) if len(diff) else 0
-    return (
-        f"Paired on the same pairs. Test: identity-clustered paired bootstrap ({n_boot} "
-        "replicates; a replicate draws identities with replacement and weights both "
-        "models' pairs alike), Wald test on its standard error with Student's t on G - 1 "
-        f"degrees of freedom (G identities); {100 * conf:g} % intervals d +- t se. "
-        f"Holm family: all {tested} tests of the differences table (every benchmark, "
-        "model pair and metric with a test); the leaderboards use the same adjusted p. "
-        f"Significant: adjusted p <= {alpha:g}. No test (n/a): a FAR the benchmark cannot "
-        "resolve (fewer than 1/FAR impostor pairs), fewer than 3 identities, or a "
-        "bootstrap without spread. Rank = 1 + the number of models significantly better "
-        "on 10-fold accuracy.")
+    return "\n".join([
+        "Paired on the same pairs.", "",
+        f"- Test: identity-clustered paired bootstrap ({n_boot} replicates; a replicate "
+        "draws identities with replacement and weights both models' pairs alike), Wald "
+        "test on its standard error with Student's t on G - 1 degrees of freedom (G "
+        f"identities); {100 * conf:g} % intervals d +- t se.",
+        f"- Holm family: all {tested} tests of the differences table (every benchmark, "
+        "model pair and metric with a test); the leaderboards use the same adjusted p.",
+        f"- Significant: adjusted p <= {alpha:g}.",
+        "- No test (n/a): a FAR the benchmark cannot resolve (fewer than 1/FAR impostor "
+        "pairs), fewer than 3 identities, or a bootstrap without spread.",
+        "- Rank = 1 + the number of models significantly better on 10-fold accuracy."])
 
 
 def leaderboard_markdown(board: pd.DataFrame, text: str) -> str:
@@ -69,8 +71,8 @@ def write_outputs(out: Path, diff: pd.DataFrame, board: pd.DataFrame,
     write_text(out / "leaderboard.csv", board.to_csv(index=False))
     write_text(out / "leaderboard.md", leaderboard_markdown(board, text))
     write_html_page(out / "report.html", "Model comparisons", [
-        f"<p>{text} Differences are A - B: 10-fold accuracy, AUC, TAR at each FAR and FNMR "
-        f"at a shared FMR {float(cfg.get('fmr', 1e-3)):g} (each model at its own "
-        "threshold).</p>",
+        markdown_html(f"{text}\n- Differences are A - B: 10-fold accuracy, AUC, TAR at each "
+                      f"FAR and FNMR at a shared FMR {float(cfg.get('fmr', 1e-3)):g} (each "
+                      "model at its own threshold)."),
         frame_html(board, caption="leaderboards (rank = 1 + models significantly better)"),
         frame_html(diff[[c for c in SHOWN if c in diff.columns]], caption="differences")])

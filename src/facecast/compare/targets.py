@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from facecast.config.fair_sets import score_models
 from facecast.config.util import name_list
-from facecast.evaluate.targets import eval_benchmarks, eval_models
-from facecast.slices.targets import accuracy_config, mitigated_applies, scores_input
+from facecast.evaluate.targets import eval_benchmarks, eval_models, model_applies
+from facecast.slices.targets import accuracy_config, mitigated_applies, scores_input, split_model
 
 #: where rule ``compare`` writes
 COMPARE_DIR = "results/{ds}/compare"
@@ -24,8 +25,10 @@ def enabled(config: Mapping[str, Any]) -> bool:
 
 
 def models(config: Mapping[str, Any]) -> list[str]:
-    """``compare.models``, else the evaluated models."""
-    return name_list(_section(config).get("models")) or eval_models(config)
+    """``compare.models``, else the evaluated models (with BFW's score models)."""
+    own = eval_models(config)
+    return (name_list(_section(config).get("models"))
+            or own + [m for m in score_models(config) if m not in own])
 
 
 def benchmarks(config: Mapping[str, Any], ds: str) -> list[str]:
@@ -40,7 +43,8 @@ def score_inputs(config: Mapping[str, Any], ds: str) -> dict[str, str]:
     ``dlib+fsn``, on the benchmarks the mitigation stage transforms)."""
     return {f"{b}/{m}": scores_input(ds, m, b)
             for b in benchmarks(config, ds) for m in models(config)
-            if mitigated_applies(config, ds, m, b)}
+            if mitigated_applies(config, ds, m, b)
+            and model_applies(config, ds, split_model(m)[0], b)}
 
 
 def accuracy(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,8 @@ import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from facecast.config.util import datasets_of, listing, note
+from facecast.config.fair_sets import score_only
+from facecast.config.util import attribute_only, datasets_of, listing, note
 
 #: columns of ``attributes.parquet`` that come from the manifest, not a scorer
 BASE_COLUMNS = ("image_id", "identity", "split", "exclude", "status", "message")
@@ -86,12 +87,20 @@ def scorer_columns(config: Mapping[str, Any], labels: set[str] | None,
 
 def known_columns(config: Mapping[str, Any], errors: list[str] | None = None
                   ) -> dict[str, set[str] | None]:
-    """Columns of ``results/<ds>/attributes.parquet`` per dataset (None = not certain)."""
+    """Columns of ``results/<ds>/attributes.parquet`` per dataset (None = not certain), for
+    the checks of the stages that read them. Datasets of an attribute-only kind
+    (:data:`facecast.config.util.ATTRIBUTE_ONLY_KINDS`: no identities, no verification
+    stage reads them) are left out; :func:`dataset_labels` still lists their labels."""
     errors = [] if errors is None else errors
     out: dict[str, set[str] | None] = {}
     for ds, labels in dataset_labels(config, errors).items():
+        if attribute_only(config, ds):
+            continue
         if labels is None:
             out[ds] = None
+            continue
+        if score_only(config, ds):  # BFW without its images: no scorer runs on it
+            out[ds] = labels | set(BASE_COLUMNS)
             continue
         cols = scorer_columns(config, labels, errors)
         out[ds] = None if cols is None else cols | labels | set(BASE_COLUMNS)

@@ -27,11 +27,11 @@ from facecast import STAGES
 
 #: keys whose default is derived from the run's columns when the user leaves them out
 DERIVED_KEYS = ("benchmarks", "fairness.protected", "fairness.legitimate", "fairness.soft_attributes",
-                "covariates.covariates")
+                "covariates.covariates", "mitigation.enabled")
 #: top-level sections that can be switched off as a whole (they have ``enabled``)
 SWITCHABLE = ("fairness", "quality", "demographics", "identification", "covariates",
               "audit", "features", "describe", "templates", "slices", "compare",
-              "mitigation")
+              "mitigation", "estimators")
 OFF_VALUES = {"off", "none", "false", "no", "disabled", "disable"}
 ON_VALUES = {"on", "true", "yes", "enabled", "enable"}
 

@@ -128,6 +128,16 @@ def datasets_of(config: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
             for k, v in section(config, "datasets").items()}
 
 
+#: dataset kinds of images without identities, with truth attribute labels (attribute
+#: benchmarks): faces, attributes and the estimator report run on them, no verification
+ATTRIBUTE_ONLY_KINDS = ("fairface", "utkface")
+
+
+def attribute_only(config: Mapping[str, Any], ds: str) -> bool:
+    """Whether dataset ``ds`` is of a kind in :data:`ATTRIBUTE_ONLY_KINDS`."""
+    return datasets_of(config).get(ds, {}).get("kind") in ATTRIBUTE_ONLY_KINDS
+
+
 def fairness_enabled(config: Mapping[str, Any]) -> bool:
     """``fairness.enabled`` (default true)."""
     return bool(section(config, "fairness").get("enabled", True))
@@ -138,13 +148,15 @@ def protocol_names(config: Mapping[str, Any]) -> list[str]:
     dataset has a pairs file), ``evaluate.imports`` and the protocols ``insightface_bin``
     datasets imply (:mod:`facecast.config.bin_sets`)."""
     from facecast.config.bin_sets import all_bin_protocols
+    from facecast.config.fair_sets import all_protocols
 
     out = name_list(section(config, "benchmarks"))
     if any(spec.get("pairs") for spec in datasets_of(config).values()):
         out.append("lfw")
     out += [n for n in name_list(section(section(config, "evaluate"), "imports"))
             if n not in out]
-    return out + [n for n in all_bin_protocols(config) if n not in out]
+    out += [n for n in all_bin_protocols(config) if n not in out]
+    return out + [n for n in all_protocols(config) if n not in out]
 
 
 def embed_model_names(config: Mapping[str, Any]) -> list[str]:

@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from facecast.datasets.cast_arrays import (
     DUPLICATE,
+    NAN_STATUS,
     OK,
     STATUSES,
     CastArrays,
@@ -37,6 +38,12 @@ from facecast.io.parquet_io import ParquetStreamWriter
 from facecast.io.paths import portable_path
 
 log = logging.getLogger("facecast.datasets")
+
+#: the status a ``nan_attribute`` row gets in the pool manifest (its image is processed)
+OK_STATUS = STATUSES[OK]
+#: what a ``nan_attribute`` row's message starts with in the pool manifest
+NAN_POOL_NOTE = ("manifest status nan_attribute (a NaN or infinite cell in the attribute "
+                 "array, not in the image): processed as ok; ")
 
 MANIFEST_SCHEMA = pa.schema([
     ("image_id", pa.string()), ("path", pa.string()), ("identity", pa.string()),
@@ -144,7 +151,13 @@ def write_pool_manifest(manifest_path: str | os.PathLike, subset_paths: list[str
     on instead of all N images (checkpoint ``pool_manifest``). Returns its row count.
 
     Columns, ids and provenance (``containers`` none; ``dataset_root``) are the manifest's;
-    provenance ``pool_of`` names the benchmarks' subset files.
+    provenance ``pool_of`` names the benchmarks' subset files. A row of status
+    ``nan_attribute`` (a NaN or infinite cell in CAST's attribute array, which entered a
+    benchmark with ``cast_nan: cast``) gets status ``ok`` here, its manifest message kept
+    after :data:`NAN_POOL_NOTE`: the NaN is in the array, not in the image, so its image
+    is detected, aligned and embedded like any other and it can be mined (its
+    ``image_id`` stays ``<path>//row<n>``, as in the subset). Provenance
+    ``n_nan_attribute`` counts them.
     """
     import pyarrow.parquet as pq
 
@@ -160,12 +173,18 @@ def write_pool_manifest(manifest_path: str | os.PathLike, subset_paths: list[str
              for g in range(pf.num_row_groups)]
     table = pa.concat_tables(parts) if parts else pf.schema_arrow.empty_table()
     df = table.to_pandas()
+    nan = (df["status"] == NAN_STATUS).to_numpy()
+    df.loc[nan, "message"] = NAN_POOL_NOTE + df.loc[nan, "message"].fillna("").astype(str)
+    df.loc[nan, "status"] = OK_STATUS
     df["shard"] = [shard_name(i // shard_size) for i in range(len(df))]
     prov = dict(read_provenance(manifest_path))
     prov.update(dict(provenance or {}))
-    prov.update({"stage": "pool_manifest", "pool_of": [str(p) for p in subset_paths]})
+    prov.update({"stage": "pool_manifest", "pool_of": [str(p) for p in subset_paths],
+                 "n_nan_attribute": int(nan.sum())})
     write_manifest(df, out_path, shard_size=shard_size, provenance=prov)
-    log.info("pool manifest: %d of %d rows (union of %d benchmark subsets), %d shards",
+    log.info("pool manifest: %d of %d rows (union of %d benchmark subsets), %d shards; "
+             "%d of them with a NaN attribute cell (manifest status nan_attribute) are "
+             "processed as ok: the NaN is in the attribute array, not in the image",
              len(df), pf.metadata.num_rows, len(subset_paths),
-             (len(df) + shard_size - 1) // shard_size)
+             (len(df) + shard_size - 1) // shard_size, int(nan.sum()))
     return len(df)

@@ -21,10 +21,22 @@ from typing import Any
 
 from facecast.config.bin_sets import bin_spec_errors
 from facecast.config.columns import register_labels
-from facecast.config.util import module_constant, need_file, section, warn
+from facecast.config.util import (
+    attribute_only,
+    datasets_of,
+    module_constant,
+    name_list,
+    need_file,
+    section,
+    warn,
+)
 from facecast.datasets.cast_arrays import array_errors, read_column_names
+from facecast.datasets.fairface import LABEL_COLUMNS as FAIRFACE_LABELS
+from facecast.datasets.fairface import layout_errors as fairface_layout_errors
 from facecast.datasets.label_noise import DEMO_LABEL_NOISE, noise_attributes
 from facecast.datasets.manifest import DatasetError
+from facecast.datasets.set_checks import fair_set_errors  # also registers rfw / bfw labels
+from facecast.datasets.utkface import LABEL_COLUMNS as UTKFACE_LABELS
 
 #: columns a table manifest keeps as they are (facecast.datasets.table.RESERVED)
 TABLE_RESERVED = {"path", "identity", "split", "exclude", "status", "message"}
@@ -38,7 +50,7 @@ def path_errors(config: Mapping[str, Any]) -> list[str]:
     for ds, spec in section(config, "datasets").items():
         spec = spec if isinstance(spec, Mapping) else {}
         kind = spec.get("kind")
-        if kind not in ("folder", "table", "celeba", "lfw", "ijb"):
+        if kind not in ("folder", "table", "celeba", "lfw", "ijb", "fairface", "utkface"):
             continue  # synthetic is generated; containers are checked below
         key = f"datasets.{ds}"
         if not spec.get("root"):
@@ -52,6 +64,8 @@ def path_errors(config: Mapping[str, Any]) -> list[str]:
                 errors.append(f"{key}.images_dir: folder {sub} does not exist")
         if kind == "ijb" and spec.get("root") and Path(str(spec["root"])).is_dir():
             errors += ijb_errors(key, spec)
+        if kind == "fairface" and spec.get("root") and Path(str(spec["root"])).is_dir():
+            errors += fairface_layout_errors(key, spec)
         if kind == "table":
             if not spec.get("manifest"):
                 errors.append(f"{key}.manifest: dataset kind table needs a manifest file "
@@ -86,7 +100,8 @@ def ijb_errors(key: str, spec: Mapping[str, Any]) -> list[str]:
 def config_errors(config: Mapping[str, Any]) -> list[str]:
     """Mistakes in dataset paths, RecordIO / .bin datasets, ``exclude_by``,
     ``faces.detector: none`` and ``insightface_bin`` imports."""
-    errors: list[str] = path_errors(config)
+    errors: list[str] = (path_errors(config) + attribute_only_errors(config)
+                         + fair_set_errors(config))
     datasets = section(config, "datasets")
     for ds, spec in datasets.items():
         spec = spec if isinstance(spec, Mapping) else {}
@@ -138,9 +153,33 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+#: sections whose ``datasets`` list names datasets a verification stage runs on
+VERIFICATION_SECTIONS = ("fairness", "demographics", "identification", "quality",
+                         "covariates", "slices", "mitigation", "templates")
+
+
+def attribute_only_errors(config: Mapping[str, Any]) -> list[str]:
+    """A verification section (or an ``evaluate.imports`` entry) that names a dataset of
+    an attribute-only kind (fairface, utkface: no identities, nothing to verify)."""
+    only = {ds: spec.get("kind") for ds, spec in datasets_of(config).items()
+            if attribute_only(config, ds)}
+    lists = [(f"{name}.datasets", section(config, name).get("datasets"))
+             for name in VERIFICATION_SECTIONS]
+    lists += [(f"evaluate.imports.{imp}.datasets", (cfg or {}).get("datasets"))
+              for imp, cfg in section(section(config, "evaluate"), "imports").items()]
+    return [f"{key}: {ds!r} is a dataset of kind {only[ds]} (images without identities: "
+            "faces, attributes and the estimator report run on it, no verification)"
+            for key, listed in lists for ds in name_list(listed) if ds in only]
+
+
 def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
-    """Plan lines of ``cast_arrays`` datasets: what runs for them and what does not."""
-    lines = []
+    """Plan lines of ``cast_arrays`` datasets and attribute-only datasets: what runs for
+    them and what does not."""
+    lines = [f"datasets.{ds}: kind {spec.get('kind')} - images without identities: faces "
+             "and attributes run (and the estimator report, see estimators); embeddings, "
+             "benchmarks, evaluation, fairness and the other verification stages do not "
+             "(nothing to verify without identities)"
+             for ds, spec in datasets_of(config).items() if attribute_only(config, ds)]
     for ds, spec in section(config, "datasets").items():
         if not isinstance(spec, Mapping) or spec.get("kind") != "cast_arrays":
             continue
@@ -238,6 +277,18 @@ def _no_labels(ds: str, spec: Mapping[str, Any], errors: list[str]) -> set[str]:
 
 for _kind in ("folder", "lfw", "recordio", "insightface_bin"):
     register_labels(_kind, _no_labels)
+
+
+@register_labels("fairface")
+def fairface_labels(ds: str, spec: Mapping[str, Any], errors: list[str]) -> set[str]:
+    """FairFace's labels (:mod:`facecast.datasets.fairface`)."""
+    return set(FAIRFACE_LABELS)
+
+
+@register_labels("utkface")
+def utkface_labels(ds: str, spec: Mapping[str, Any], errors: list[str]) -> set[str]:
+    """The labels of UTKFace's file names (:mod:`facecast.datasets.utkface`)."""
+    return set(UTKFACE_LABELS)
 
 
 @register_labels("ijb")

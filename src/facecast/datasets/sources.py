@@ -22,8 +22,9 @@ from typing import Any
 from facecast.datasets.manifest import DatasetError
 from facecast.io.paths import portable_path, resolve_portable
 
-#: Dataset kinds whose manifest paths are locators into one container file.
-CONTAINER_KINDS = ("recordio", "insightface_bin")
+#: Dataset kinds whose manifest paths are locators into container files (``rfw``: when
+#: given as insightface ``.bin`` files, ``bins``; one container per set).
+CONTAINER_KINDS = ("recordio", "insightface_bin", "rfw")
 
 #: keys of a ``containers`` entry that hold paths
 PATH_KEYS = ("path", "idx")
@@ -106,4 +107,7 @@ def container_spec(spec: Mapping[str, Any], root: str | os.PathLike
     if kind == "insightface_bin":
         path = Path(spec["path"])
         return {path.name: {"kind": kind, "path": stored(path)}}
+    if kind == "rfw" and spec.get("bins"):
+        return {Path(p).name: {"kind": "insightface_bin", "path": stored(Path(p))}
+                for p in dict(spec["bins"]).values()}
     return {}

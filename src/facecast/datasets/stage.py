@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from facecast.datasets.celeba import read_celeba
+from facecast.datasets.fairface import read_fairface
 from facecast.datasets.folder import read_folder
 from facecast.datasets.ijb import read_ijb
 from facecast.datasets.insightface_bin import read_insightface_bin
@@ -28,6 +29,7 @@ from facecast.datasets.recordio import read_recordio
 from facecast.datasets.summary import dataset_summary, plot_attribute_distributions
 from facecast.datasets.table import read_table_manifest
 from facecast.datasets.targets import dataset_root
+from facecast.datasets.utkface import read_utkface
 from facecast.io.paths import portable_path
 
 __all__ = ["DEMO_LABEL_NOISE", "DatasetError", "build_manifest", "build_pool_manifest", "dataset_root",
@@ -56,6 +58,12 @@ def read_raw_rows(spec: dict[str, Any], root: Path) -> pd.DataFrame:
         return read_insightface_bin(spec["path"], layout=spec.get("layout") or "pairs")
     if kind == "ijb":
         return read_ijb(root, spec.get("variant") or "ijbc")
+    if kind in ("rfw", "bfw"):
+        return _read_fair_set(spec, root)
+    if kind == "fairface":
+        return read_fairface(root, spec.get("splits"))
+    if kind == "utkface":
+        return read_utkface(root, extensions=spec.get("extensions"))
     if kind == "cast_arrays":
         raise DatasetError("dataset kind 'cast_arrays' is read by "
                            "facecast.datasets.cast_manifest, not as raw rows")
@@ -65,6 +73,20 @@ def read_raw_rows(spec: dict[str, Any], root: Path) -> pd.DataFrame:
             raise DatasetError(f"synthetic dataset not generated yet: {truth} is missing")
         return read_table_manifest(truth)
     raise DatasetError(f"unknown dataset kind {kind!r}")
+
+
+def _read_fair_set(spec: dict[str, Any], root: Path) -> pd.DataFrame:
+    """Raw rows of an RFW release (or its ``.bin`` files) or a BFW datatable
+    (:mod:`facecast.datasets.rfw`, :mod:`facecast.datasets.bfw`)."""
+    from facecast.config.fair_sets import rfw_sets
+    from facecast.datasets.bfw import read_bfw
+    from facecast.datasets.rfw import read_rfw, read_rfw_bins
+
+    if spec["kind"] == "bfw":
+        return read_bfw(spec["table"])
+    if spec.get("bins"):
+        return read_rfw_bins({s: spec["bins"][s] for s in rfw_sets(spec)})
+    return read_rfw(root, rfw_sets(spec))
 
 
 def _read_exclude_list(path: str | None) -> list[str]:
@@ -108,7 +130,8 @@ def build_manifest(spec: dict[str, Any], dataset_dir: str | os.PathLike,
     containers = container_spec(spec, root) if spec["kind"] in CONTAINER_KINDS else {}
     manifest = finalize_manifest(
         raw.drop(columns=["record_id"], errors="ignore"), root, shard_size=shard_size,
-        check_files=spec.get("check_files", True) and not containers,
+        check_files=(spec.get("check_files", True) and not containers
+                     and not (spec["kind"] == "bfw" and "root" not in spec)),
         exclude_paths=excluded,
     )
     prov = dict(provenance or {})

@@ -14,10 +14,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from facecast.config.util import attribute_only
 from facecast.datasets.manifest import DatasetError, read_shard_ids
 
-__all__ = ["DATASET_DIR", "MANIFEST", "array_datasets", "arrays_only", "dataset_root", "distribution_targets", "image_root",
-           "ingest_targets", "manifest_inputs", "name_regex", "shard_ids", "summary_targets"]
+__all__ = ["DATASET_DIR", "MANIFEST", "array_datasets", "arrays_only", "attribute_datasets", "dataset_root", "distribution_targets", "image_root",
+           "ingest_targets", "manifest_inputs", "name_regex", "score_datasets", "shard_ids",
+           "summary_targets"]
 
 #: where the synthetic generator writes (and image paths of a synthetic dataset start)
 DATASET_DIR = "results/{ds}/dataset"
@@ -55,9 +57,24 @@ def pool_inputs(config: Mapping[str, Any], ds: str) -> dict[str, Any]:
             "subsets": [f"results/{ds}/benchmarks/{b}/subset.parquet" for b in benches]}
 
 
+def attribute_datasets(config: Mapping[str, Any]) -> list[str]:
+    """Datasets of an attribute-only kind (``fairface``, ``utkface``: images without
+    identities, with truth labels): their default targets are the ingest, faces,
+    attributes, dataset report and estimator report, never embeddings or verification."""
+    return [ds for ds in (config.get("datasets", {}) or {}) if attribute_only(config, ds)]
+
+
 def array_datasets(config: Mapping[str, Any], want: bool = True) -> list[str]:
     """The ``cast_arrays`` datasets (``want=False``: every other dataset)."""
     return [ds for ds in (config.get("datasets", {}) or {}) if arrays_only(config, ds) == want]
+
+
+def score_datasets(config: Mapping[str, Any]) -> list[str]:
+    """The BFW datasets whose images are not read (no embed model: the datatable's score
+    columns are the models; :func:`facecast.config.fair_sets.score_only`)."""
+    from facecast.config.fair_sets import score_only
+
+    return [ds for ds in (config.get("datasets", {}) or {}) if score_only(config, ds)]
 
 
 def name_regex(names: Iterable[str]) -> str:
@@ -72,6 +89,12 @@ def dataset_root(spec: Mapping[str, Any], dataset_dir: str | os.PathLike) -> Pat
     """
     if spec["kind"] == "synthetic":
         return Path(dataset_dir)
+    if "root" not in spec and (spec["kind"] == "bfw" and spec.get("table")
+                               or spec["kind"] == "rfw" and spec.get("bins")):
+        # BFW without its images (score models only) / RFW as .bin files: the table's or
+        # the first .bin's folder
+        first = spec["table"] if spec["kind"] == "bfw" else next(iter(dict(spec["bins"]).values()))
+        return Path(first).parent
     container = {"recordio": "rec", "insightface_bin": "path",
                  "cast_arrays": "paths"}.get(spec["kind"])
     if container and "root" not in spec:

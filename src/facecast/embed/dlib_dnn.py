@@ -28,65 +28,40 @@ shapes zero-pads both to the larger size in every dimension (``tt::add``); the i
 ``(pixel - mean) / 256`` per RGB channel; ``loss_metric_`` outputs the ``fc`` output as is
 (no normalisation). Each ``affine_`` here directly follows a ``con_``, so
 :func:`build_resnet` folds it into the convolution's weights and bias.
+
+Every layer's geometry (filters, channels, kernel, stride, padding, pool sizes, the input
+size, the fc's shape) is checked against dlib's network as soon as the layer is read, and
+the parameters and per-image activations are bounded before anything is built
+(:mod:`facecast.embed.dlib_arch`): a file dlib's own ``deserialize`` would refuse is
+refused with the layer and the value named.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-#: float_details exponents that stand for inf, -inf and nan
-_FLOAT_SPECIAL = {32000: float("inf"), 32001: float("-inf"), 32002: float("nan")}
-
-
-class DlibModelError(ValueError):
-    """The file is not (or not all of) a dlib face-recognition ResNet; names the file."""
-
-
-@dataclass
-class Layer:
-    """One layer of the network as read from the file: its kind and its values."""
-
-    kind: str
-    values: dict[str, Any] = field(default_factory=dict)
-
-
-# ---------------------------------------------------------------------------------------
-# the network definition (dnn_face_recognition_ex.cpp), input first
-
-
-def _ares(down: bool) -> list[str]:
-    """Layer kinds of ``ares`` / ``ares_down`` from its input to its output."""
-    block = ["tag1", "con", "affine", "relu", "con", "affine"]
-    if down:  # add_prev2<avg_pool<2,2,2,2,skip1<tag2<block<N,affine,2,tag1<SUBNET>>>>>>
-        return block + ["tag2", "skip1", "avg_pool", "add_prev", "relu"]
-    return block + ["add_prev", "relu"]  # relu<add_prev1<block<N,affine,1,tag1<SUBNET>>>>
-
-
-#: (filters, downsampling) of every residual block, input first: alevel4 .. alevel0
-RESNET_BLOCKS: tuple[tuple[int, bool], ...] = (
-    *[(32, False)] * 3,
-    (64, True), *[(64, False)] * 3,
-    (128, True), *[(128, False)] * 2,
-    (256, True), *[(256, False)] * 2,
-    (256, True),
+from facecast.embed.dlib_arch import (
+    RESNET_BLOCKS,
+    DlibModelError,
+    Layer,
+    anet_layer_kinds,
+    ares_kinds,
+    check_layer,
+    check_network,
 )
 
+__all__ = ["DlibModelError", "Layer", "DlibResNet", "DlibResBlock", "RESNET_BLOCKS",
+           "anet_layer_kinds", "read_dlib_resnet", "build_resnet", "load_dlib_resnet"]
 
-def anet_layer_kinds() -> list[str]:
-    """Kinds of ``anet_type``'s layers from the input to the loss (tags and skips included)."""
-    kinds = ["input", "con", "affine", "relu", "max_pool"]
-    for _, down in RESNET_BLOCKS:
-        kinds += _ares(down)
-    return kinds + ["avg_pool", "fc", "loss"]
+#: float_details exponents that stand for inf, -inf and nan
+_FLOAT_SPECIAL = {32000: float("inf"), 32001: float("-inf"), 32002: float("nan")}
 
 
 # ---------------------------------------------------------------------------------------
@@ -100,10 +75,12 @@ class _Reader:
         self.data = data
         self.pos = 0
         self.path = path
+        self.where = ""  # the layer being read, for messages
 
     def fail(self, what: str) -> DlibModelError:
+        at = f", {self.where}" if self.where else ""
         return DlibModelError(f"{self.path}: not a dlib face-recognition ResNet file "
-                              f"(byte {self.pos} of {len(self.data)}): {what}")
+                              f"(byte {self.pos} of {len(self.data)}{at}): {what}")
 
     def take(self, n: int, what: str) -> bytes:
         if self.pos + n > len(self.data):
@@ -290,16 +267,23 @@ def read_dlib_resnet(path: str | os.PathLike) -> list[Layer]:
             r.version((1,), f"a {kind[:-1]} layer")
         else:
             versions[i] = r.version((2, 3) if i == 0 else (1, 2), f"the {kind} layer {i}")
+    r.where = "layer 0 (input)"
     layers = [_read_input(r)]
+    check_layer(layers[0], 0, r.path)
     for i, kind in enumerate(body):
         if kind.startswith(("tag", "skip")):
             layers.append(Layer(kind))
             continue
+        r.where = f"layer {i + 1} ({kind})"
         layers.append(_read_details(r, kind))
+        check_layer(layers[-1], i + 1, r.path)  # dlib's geometry, before reading on
         _read_layer_tail(r, versions[i], first=i == 0)
+    r.where = ""
     if r.pos != len(r.data):
         raise r.fail(f"{len(r.data) - r.pos} bytes left after the network")
-    return [*layers, loss]
+    layers.append(loss)
+    check_network(layers, r.path)
+    return layers
 
 
 # ---------------------------------------------------------------------------------------
@@ -369,21 +353,18 @@ def _conv(con: Layer, affine: Layer) -> nn.Conv2d:
     return conv
 
 
-def build_resnet(layers: list[Layer]) -> DlibResNet:
-    """The torch module of the layers :func:`read_dlib_resnet` returns (eval mode)."""
+def build_resnet(layers: list[Layer], source: str = "dlib ResNet layers") -> DlibResNet:
+    """The torch module of the layers :func:`read_dlib_resnet` returns (eval mode), after
+    :func:`facecast.embed.dlib_arch.check_network` (dlib's geometry, the size bounds):
+    nothing is allocated for a network that is not dlib's."""
+    check_network(layers, source)
     inp, stem, stem_affine, _, max_pool = layers[:5]
-    for pool in (max_pool, layers[-3]):
-        if pool.values["padding"] != (0, 0):
-            raise DlibModelError(f"{pool.kind} with padding {pool.values['padding']}")
     pos, blocks = 5, []
-    for n_filters, down in RESNET_BLOCKS:
-        part = layers[pos:pos + len(_ares(down))]
+    for _, down in RESNET_BLOCKS:
+        part = layers[pos:pos + len(ares_kinds(down))]
         pos += len(part)
         cons = [lay for lay in part if lay.kind == "con"]
         affines = [lay for lay in part if lay.kind == "affine"]
-        if cons[1].values["weight"].shape[0] != n_filters:
-            raise DlibModelError(f"residual block with {cons[1].values['weight'].shape[0]} "
-                                 f"filters where dlib's ResNet has {n_filters}")
         blocks.append(DlibResBlock(_conv(cons[0], affines[0]), _conv(cons[1], affines[1]),
                                    down))
     fc_w = layers[-2].values["weight"]

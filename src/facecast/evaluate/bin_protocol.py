@@ -8,16 +8,18 @@ Parquet against that manifest. A dataset of that kind implies its protocols
 ``cc11.bin`` (``layout: cc11``), each of its eleven consecutive equal blocks, or each block
 a facecast ``export.bins`` file's ``.json`` sidecar lists (``layout: blocks``).
 
-Folds are formed exactly as insightface's ``verification.py`` forms them
-(``calculate_roc``: ``LFold(n_splits=10, shuffle=False)`` over the pairs in file order):
-ten consecutive blocks, the first ``n % 10`` one pair longer (600 pairs each for LFW's
-6,000). CAST's ``cc11.py`` cuts the file into eleven equal blocks first (block ``i``:
-images ``i*m .. (i+1)*m - 1`` and pairs ``i*m/2 ..``) and runs the same 10-fold evaluation
-inside each block, so a CC11 block's folds are ten consecutive runs of its own pairs. They
-are never re-dealt or stratified, so the 10-fold accuracy facecast reports (best squared-L2
-threshold on the grid ``0, 0.01, ..., 3.99`` chosen on the other nine folds, mean and
-population std over the folds: :func:`facecast.evaluate.metrics.kfold_accuracy`) is the
-figure insightface / cc11.py prints for the same embeddings.
+Folds are formed as insightface's ``recognition/arcface_torch/eval/verification.py``
+forms them in ``calculate_roc`` (scikit-learn's unshuffled 10-fold split over the pairs in
+file order): ten consecutive blocks, the first ``n % 10`` one pair longer (600 pairs each
+for LFW's 6,000). CAST's ``cc11.py`` cuts the file into eleven equal consecutive slices
+first (slice ``i``: images ``i*m .. (i+1)*m - 1``, ``m`` the image count over eleven, and
+the labels of the pairs they hold) and runs the same 10-fold evaluation inside each, so a
+CC11 block's folds are ten consecutive runs of its own pairs. They are never re-dealt or
+stratified, so the 10-fold accuracy facecast reports (best squared-L2 threshold on the
+grid ``0, 0.01, ..., 3.99`` chosen on the other nine folds, mean and population std over
+the folds: :func:`facecast.evaluate.metrics.kfold_accuracy`) is the figure insightface /
+cc11.py prints for the same embeddings (compared with their recorded outputs in
+``tests/test_bin_export.py`` and ``tests/test_insightface_bin.py``).
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@
   per model, one column per CC11 block in CAST's order (cc11.py's names: Black, Caucasian,
   E. Asian, Latinx, M.E., Young, Female, Male, G&FH, L-p2p, Random) and ``Avg``; a cell is
   the 10-fold accuracy ``acc+-std`` in percent with two decimals, as cc11.py prints it, and
-  ``Avg`` is the mean of the eleven accuracies +- the mean of the eleven stds (cc11.py's
-  ``np.mean(acc_)``, ``np.mean(std_)``). The Markdown also gives each model's figures in
-  cc11.py's own printout, to compare line by line.
+  ``Avg`` is the mean of the eleven accuracies +- the mean of the eleven stds (as cc11.py
+  averages its blocks). The Markdown also gives each model's figures in the layout of
+  cc11.py's printout, to compare line by line.
 * :func:`write_bin_suite` (rule ``bin_suite``, one for the run): every ``.bin`` set of the
   config (lfw, cfp_fp, agedb_30, calfw, cplfw, a CC11 file as its ``Avg``) as one table,
   one row per model, ``acc +- std`` per set, and the same figures as arcface_torch's
@@ -21,7 +21,6 @@ pairs skipped for a status (an undecodable image) are counted per protocol.
 
 from __future__ import annotations
 
-import html
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -92,26 +91,6 @@ def _cell(row: Mapping[str, Any] | None, sep: str = "+-") -> str:
     return _pct(row["accuracy"], row["accuracy_std"], sep)
 
 
-def _md_html(text: str) -> str:
-    """:func:`markdown_html` plus fenced code blocks as ``<pre>``."""
-    out, buf, code, in_code = [], [], [], False
-    for line in text.splitlines():
-        if line.startswith("```"):
-            if in_code:
-                out.append("<pre>" + html.escape("\n".join(code)) + "</pre>")
-                code = []
-            else:
-                out.append(markdown_html("\n".join(buf)))
-                buf = []
-            in_code = not in_code
-        elif in_code:
-            code.append(line)
-        else:
-            buf.append(line)
-    out.append(markdown_html("\n".join(buf)))
-    return "\n".join(o for o in out if o)
-
-
 def _pairs_lines(long: pd.DataFrame, label: str) -> list[str]:
     lines = ["", "## Pairs and folds", "",
              "Pairs used (status ok), pairs skipped with their statuses (e.g. an image that "
@@ -158,7 +137,7 @@ def cc11_wide(long: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
 
 
 def cc11_printout(long: pd.DataFrame, model: str) -> str:
-    """One model's figures exactly as CAST's cc11.py prints them."""
+    """One model's figures in the layout of CAST's cc11.py printout."""
     rule = " --------------------------"
     lines = [rule]
     mine = long[long["model"] == model]
@@ -215,7 +194,7 @@ def write_cc11_table(items: Sequence[Mapping[str, Any]], out_parquet: str | os.P
     write_parquet(table, out_parquet, provenance=prov)
     md = cc11_markdown(long, models, dataset=dataset, source=source)
     write_text(out_md, md)
-    write_text(out_html, html_page(f"CC11: {dataset}", _md_html(md)))
+    write_text(out_html, html_page(f"CC11: {dataset}", markdown_html(md)))
     return table
 
 
@@ -301,5 +280,5 @@ def write_bin_suite(items: Sequence[Mapping[str, Any]], out_parquet: str | os.Pa
     write_parquet(rows, out_parquet, provenance=prov)
     md = suite_markdown(rows, long, sets, models, dict(flips or {}))
     write_text(out_md, md)
-    write_text(out_html, html_page("Verification .bin sets", _md_html(md)))
+    write_text(out_html, html_page("Verification .bin sets", markdown_html(md)))
     return rows

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from facecast.config.bin_sets import bin_layout, implied_protocols
+from facecast.config.fair_sets import implied_protocols as fair_protocols
+from facecast.config.fair_sets import score_columns, score_only
 from facecast.config.util import (
     datasets_of,
     embed_model_names,
@@ -31,6 +33,26 @@ def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
                              "10 folds each"}.get(bin_layout(spec), "insightface's 10 folds")
             lines.append(f"evaluate: dataset {ds} ({Path(str(spec.get('path'))).name}) implies "
                          f"protocol{'s' if len(names) > 1 else ''} {', '.join(names)} ({how})")
+    return lines + fair_set_plan(config)
+
+
+def fair_set_plan(config: Mapping[str, Any]) -> list[str]:
+    """Plan lines of RFW and BFW datasets: their protocols and BFW's score models."""
+    lines = []
+    for ds, spec in datasets_of(config).items():
+        names = fair_protocols(spec)
+        if spec.get("kind") == "rfw":
+            lines.append(f"evaluate: dataset {ds} (RFW) implies protocols {', '.join(names)} "
+                         "(each set's pairs in file order, insightface's 10 folds; rfw = every "
+                         "set, assessed by the later stages with the set as the group); "
+                         f"results/{ds}/eval/rfw.md")
+        elif spec.get("kind") == "bfw":
+            models = score_columns(spec)
+            images = ("no image is read (no embed model)" if score_only(config, ds)
+                      else "the embed models run on its images too")
+            lines.append(f"evaluate: dataset {ds} (BFW) implies protocol bfw (the datatable's "
+                         f"pairs, its 5 folds); score models {', '.join(models) or '(none)'} "
+                         f"from its columns; {images}")
     return lines
 
 

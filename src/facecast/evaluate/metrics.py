@@ -12,7 +12,9 @@ the same decisions. (The 10-fold accuracy alone follows insightface literally on
   threshold with the best accuracy on the other folds is applied to that fold; the result
   is the mean and (population) standard deviation of the per-fold accuracies. insightface
   thresholds the squared L2 distance of L2-normalised embeddings, ``d = 2 - 2 cos``, on
-  the grid ``0, 0.01, ..., 3.99`` and predicts "same" when ``d < t``; ties between
+  the grid ``0, 0.01, ..., 3.99`` and predicts "same" when ``d < t``
+  (:func:`predicts_same`, the rule every per-pair use of those thresholds shares:
+  :meth:`KFoldAccuracy.correct`, the bootstrap of ``compare``); ties between
   thresholds go to the first (smallest) one, like ``np.argmax``. ``thresholds="exact"``
   searches every distinct distance instead of the grid.
 * :func:`roc_points` equals ``sklearn.metrics.roc_curve(..., drop_intermediate=False)``.
@@ -56,8 +58,23 @@ class KFoldAccuracy:
 
     @property
     def cosine_thresholds(self) -> np.ndarray:
-        """The per-fold thresholds expressed as cosine similarities (``1 - t / 2``)."""
+        """The per-fold thresholds expressed as cosine similarities (``1 - t / 2``), for
+        reading only: decide with :meth:`correct` (``s > 1 - t / 2`` and ``2 - 2s < t``
+        differ in floating point where ``t`` is a pair's own distance)."""
         return 1.0 - self.thresholds / 2.0
+
+    def correct(self, scores, labels, folds) -> np.ndarray:
+        """Per pair: whether its fold's threshold decides it right, by the rule the
+        accuracies were counted with (:func:`predicts_same`), so the mean over a fold's
+        pairs is that fold's accuracy exactly. ``folds`` must be among :attr:`folds`."""
+        f = np.asarray(folds).astype(str)
+        names, inv = np.unique(f, return_inverse=True)
+        known = dict(zip(self.folds, self.thresholds, strict=True))
+        missing = sorted(set(names.tolist()) - set(known))
+        if missing:
+            raise ValueError(f"folds {missing} have no threshold (known: {self.folds})")
+        t = np.array([known[n] for n in names.tolist()], np.float64)[inv.reshape(-1)]
+        return predicts_same(scores, t) == (np.asarray(labels) == 1)
 
 
 def _as_arrays(scores, labels) -> tuple[np.ndarray, np.ndarray]:
@@ -70,6 +87,21 @@ def _as_arrays(scores, labels) -> tuple[np.ndarray, np.ndarray]:
     if np.isnan(s).any():
         raise ValueError("scores contain NaN; drop unscored pairs first")
     return s, y
+
+
+def squared_distance(scores) -> np.ndarray:
+    """insightface's distance of a cosine similarity: the squared L2 distance of two unit
+    vectors, ``d = 2 - 2 s`` (float64)."""
+    return 2.0 - 2.0 * np.asarray(scores, dtype=np.float64)
+
+
+def predicts_same(scores, thresholds) -> np.ndarray:
+    """The 10-fold accuracy's one decision rule: "same" iff ``d < t`` on the distance
+    ``d`` of :func:`squared_distance` and a distance threshold ``t`` (insightface's
+    ``calculate_accuracy``). :func:`kfold_accuracy` counts exactly these decisions;
+    every per-pair use of its thresholds (:meth:`KFoldAccuracy.correct`) goes through
+    here, never through the cosine ``1 - t / 2``."""
+    return squared_distance(scores) < np.asarray(thresholds, dtype=np.float64)
 
 
 def default_folds(n: int, n_folds: int = 10) -> np.ndarray:
@@ -98,7 +130,7 @@ def kfold_accuracy(scores, labels, folds, thresholds: str | np.ndarray = "insigh
     fold_names = sorted(np.unique(folds).tolist(), key=lambda f: (len(f), f))
     if len(fold_names) < 2:
         raise ValueError("k-fold accuracy needs at least two folds")
-    dist = 2.0 - 2.0 * s
+    dist = squared_distance(s)
     if isinstance(thresholds, str):
         if thresholds == "insightface":
             grid = INSIGHTFACE_THRESHOLDS
@@ -118,7 +150,8 @@ def kfold_accuracy(scores, labels, folds, thresholds: str | np.ndarray = "insigh
         m = folds == f
         g = np.sort(dist[m & (y == 1)])
         im = np.sort(dist[m & (y == 0)])
-        gen_below[i] = np.searchsorted(g, grid, side="left")   # predicted same: d < t
+        # predicts_same counted: #{d < t} per threshold
+        gen_below[i] = np.searchsorted(g, grid, side="left")
         imp_below[i] = np.searchsorted(im, grid, side="left")
         n_imp[i] = len(im)
         n_all[i] = m.sum()

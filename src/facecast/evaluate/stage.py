@@ -49,14 +49,17 @@ from facecast.evaluate.folds import EVAL_FOLD, accuracy_test_mask, evaluation_fo
 from facecast.evaluate.metrics import min_impostors, roc_points, verification_metrics
 from facecast.evaluate.plots import plot_det, plot_roc
 from facecast.evaluate.protocols import import_protocol, load_protocol
+from facecast.evaluate.rfw_table import write_rfw_table
 from facecast.evaluate.scoring import score_pairs
+from facecast.evaluate.set_protocols import given_scores, write_bfw_protocol, write_rfw_protocol
 from facecast.evaluate.summary import write_summary
 from facecast.io.parquet_io import read_provenance, write_parquet
 from facecast.report.html_tables import write_tsv_html
 
-__all__ = ["EVALUATE_DEFAULTS", "evaluate_benchmark", "evaluation_outputs",
-           "import_cc11_blocks", "import_protocol", "write_bin_suite", "write_cc11_table",
-           "write_pair_stats_html", "write_summary"]
+__all__ = ["EVALUATE_DEFAULTS", "evaluate_benchmark", "evaluate_given_scores",
+           "evaluation_outputs", "import_cc11_blocks", "import_protocol", "write_bfw_protocol",
+           "write_bin_suite", "write_cc11_table", "write_pair_stats_html",
+           "write_rfw_protocol", "write_rfw_table", "write_set_protocol", "write_summary"]
 
 log = logging.getLogger(__name__)
 
@@ -76,11 +79,36 @@ def evaluate_benchmark(protocol_path: str | os.PathLike, embed_paths: Iterable[s
                        benchmark: str, cfg: Mapping[str, Any] | None = None,
                        provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Score ``model`` on one protocol and write scores, metrics, ROC table and plots."""
-    cfg = {**EVALUATE_DEFAULTS, **(cfg or {})}
     pairs = load_protocol(protocol_path)
+    pairs = pairs.drop(columns=[c for c in pairs.columns  # a BFW protocol's score models
+                                if c.startswith(("given_score__", "given_note__"))])
     wanted = pd.unique(pd.concat([pairs["image_a"], pairs["image_b"]]).astype(str))
     ids, emb = load_embeddings(embed_paths, wanted)
-    scored = score_pairs(pairs, ids, emb)
+    return write_evaluation(score_pairs(pairs, ids, emb), protocol_path, scores_path,
+                            out_dir, model=model, benchmark=benchmark, cfg=cfg,
+                            provenance=provenance)
+
+
+def evaluate_given_scores(protocol_path: str | os.PathLike, scores_path: str | os.PathLike,
+                          out_dir: str | os.PathLike, *, model: str, benchmark: str,
+                          cfg: Mapping[str, Any] | None = None,
+                          provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`evaluate_benchmark` for a score model of a BFW protocol: the scores come from
+    the protocol's columns (:func:`facecast.evaluate.set_protocols.given_scores`), no
+    embedding or image is read."""
+    scored = given_scores(protocol_path, model)
+    return write_evaluation(scored, protocol_path, scores_path, out_dir, model=model,
+                            benchmark=benchmark, cfg=cfg,
+                            provenance={**dict(provenance or {}), "scores": "given"})
+
+
+def write_evaluation(scored: pd.DataFrame, protocol_path: str | os.PathLike,
+                     scores_path: str | os.PathLike, out_dir: str | os.PathLike, *,
+                     model: str, benchmark: str, cfg: Mapping[str, Any] | None = None,
+                     provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Folds, the scores file, metrics, ROC table and plots of scored pairs (``score``,
+    ``status``, ``message`` beside the protocol's columns); returns the metrics row."""
+    cfg = {**EVALUATE_DEFAULTS, **(cfg or {})}
     folds, fold_note = evaluation_folds(scored, n_folds=int(cfg["n_folds"]),
                                         seed=int(cfg["seed"]),
                                         include_val=bool(cfg["include_val"]),
@@ -132,6 +160,16 @@ def evaluate_benchmark(protocol_path: str | os.PathLike, embed_paths: Iterable[s
              benchmark, row.get("accuracy", np.nan), row.get("accuracy_std", np.nan),
              row.get("auc", np.nan), row.get("n_pairs", 0), row["n_skipped"])
     return row
+
+
+def write_set_protocol(spec: Mapping[str, Any], name: str, manifest_path: str | os.PathLike,
+                       out_path: str | os.PathLike, *,
+                       provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Protocol ``name`` of an RFW or BFW dataset (rule ``set_protocol``;
+    :mod:`facecast.evaluate.set_protocols`)."""
+    if spec["kind"] == "bfw":
+        return write_bfw_protocol(spec, manifest_path, out_path, provenance=provenance)
+    return write_rfw_protocol(spec, name, manifest_path, out_path, provenance=provenance)
 
 
 def write_pair_stats_html(stats_path: str | os.PathLike, html_path: str | os.PathLike, *,

@@ -28,6 +28,16 @@ from facecast.config.bin_sets import (
     bin_layout,
     dataset_protocols,
 )
+from facecast.config.fair_sets import (
+    RFW_ALL,
+    kind_of,
+    score_model_applies,
+    score_models,
+    score_only,
+    set_datasets,
+)
+from facecast.config.fair_sets import all_protocols as all_set_protocols
+from facecast.config.fair_sets import dataset_protocols as set_protocols
 from facecast.datasets.targets import name_regex
 
 #: the ``evaluate`` config keys one evaluation job depends on (its rule's params)
@@ -72,6 +82,12 @@ def bin_protocols(config: Mapping[str, Any], ds: str) -> list[str]:
     return dataset_protocols(config, ds)
 
 
+def implied_protocols(config: Mapping[str, Any], ds: str) -> list[str]:
+    """Every protocol ``ds`` implies without an import: a ``.bin``'s, or an RFW / BFW
+    dataset's (:mod:`facecast.config.fair_sets`)."""
+    return bin_protocols(config, ds) + set_protocols(config, ds)
+
+
 def protocol_applies(config: Mapping[str, Any], ds: str, name: str) -> bool:
     """Whether protocol ``name`` pairs images of dataset ``ds``.
 
@@ -80,7 +96,7 @@ def protocol_applies(config: Mapping[str, Any], ds: str, name: str) -> bool:
     :func:`_import_applies`, a ``.bin``'s implied protocol to its own dataset only. A name
     none of these knows (e.g. a ``fairness.imports`` protocol) is left to its stage: True.
     """
-    if name in bin_protocols(config, ds):
+    if name in implied_protocols(config, ds):
         return True
     imps = imports(config)
     if name in imps and _import_applies(config, name, ds):
@@ -90,7 +106,7 @@ def protocol_applies(config: Mapping[str, Any], ds: str, name: str) -> bool:
     if name == "lfw" and config["datasets"][ds].get("pairs"):
         return True
     known = (name in imps or name in benchmark_names(config) or name == "lfw"
-             or name in all_bin_protocols(config))
+             or name in all_bin_protocols(config) or name in all_set_protocols(config))
     return not known
 
 
@@ -140,7 +156,7 @@ def protocol_regex(config: Mapping[str, Any]) -> str:
     """The ``{bench}`` wildcard constraint of rule ``evaluate_benchmark``: the mined
     benchmarks, ``lfw``, the imports and the ``.bin`` protocols."""
     return name_regex(dict.fromkeys([*benchmark_names(config), "lfw", *imports(config),
-                                     *all_bin_protocols(config)]))
+                                     *all_bin_protocols(config), *all_set_protocols(config)]))
 
 
 def eval_models(config: Mapping[str, Any]) -> list[str]:
@@ -158,7 +174,7 @@ def eval_benchmarks(config: Mapping[str, Any], ds: str) -> list[str]:
     """
     has_lfw = bool(config["datasets"][ds].get("pairs"))
     benches, imps = benchmark_names(config), imports(config)
-    implied = bin_protocols(config, ds)
+    implied = implied_protocols(config, ds)
     listed = (config.get("evaluate", {}) or {}).get("benchmarks", []) or []
     if listed:
         return [b for b in listed if b in implied
@@ -182,7 +198,9 @@ def evaluated_protocols(config: Mapping[str, Any]) -> list[str]:
         return listed
     out: list[str] = []
     for ds in config.get("datasets", {}) or {}:
-        out += [b for b in eval_benchmarks(config, ds) if b not in out]
+        single = [p for p in set_protocols(config, ds)  # RFW's sets: assessed together
+                  if kind_of(config, ds) == "rfw" and p != RFW_ALL]
+        out += [b for b in eval_benchmarks(config, ds) if b not in out and b not in single]
     return out
 
 
@@ -197,15 +215,40 @@ def protocol_path(config: Mapping[str, Any], ds: str, bench: str) -> str:
     return f"results/{ds}/protocols/{bench}.parquet"
 
 
+def models_on(config: Mapping[str, Any], ds: str, bench: str) -> list[str]:
+    """The models evaluated on protocol ``bench`` of ``ds``: the embed models (none on a
+    BFW dataset read without images), then the score models of a BFW dataset's protocol."""
+    own = [] if score_only(config, ds) else eval_models(config)
+    return own + [m for m in score_models(config, ds)
+                  if score_model_applies(config, ds, m, bench) and m not in own]
+
+
+def model_applies(config: Mapping[str, Any], ds: str, model: str, protocol: str) -> bool:
+    """Whether scored pairs of ``model`` exist on (``ds``, ``protocol``): a BFW score model
+    on its dataset's protocol ``bfw`` only; an embed model wherever images are read (not
+    on a BFW dataset read without images)."""
+    if model in score_models(config):
+        return score_model_applies(config, ds, model, protocol)
+    return not score_only(config, ds)
+
+
+def summary_models(config: Mapping[str, Any], ds: str) -> list[str]:
+    """The rows of ``ds``'s summary: every model evaluated on some protocol of ``ds``."""
+    out: list[str] = []
+    for b in eval_benchmarks(config, ds):
+        out += [m for m in models_on(config, ds, b) if m not in out]
+    return out
+
+
 def metric_files(config: Mapping[str, Any], ds: str) -> list[str]:
     """Every per-(model, benchmark) metrics file the summary of ``ds`` reads."""
     return [f"results/{ds}/eval/{m}/{b}/metrics.parquet"
-            for m in eval_models(config) for b in eval_benchmarks(config, ds)]
+            for b in eval_benchmarks(config, ds) for m in models_on(config, ds, b)]
 
 
 def evaluate_targets(config: Mapping[str, Any], ds: str) -> list[str]:
     """Default evaluation outputs of ``ds`` (the summary pulls in every benchmark)."""
-    if not eval_models(config) or not eval_benchmarks(config, ds):
+    if not metric_files(config, ds):
         return []
     return [f"results/{ds}/eval/summary.md", f"results/{ds}/eval/summary.html"]
 
@@ -272,3 +315,43 @@ def model_flips(config: Mapping[str, Any]) -> dict[str, bool]:
     (``embed.models.<m>.flip``), as arcface_torch's Accuracy-Flip does."""
     models = (config.get("embed", {}) or {}).get("models", {}) or {}
     return {m: bool((models.get(m) or {}).get("flip", False)) for m in eval_models(config)}
+
+
+# ------------------------------------------------------------------ RFW and BFW
+
+
+def set_dataset_regex(config: Mapping[str, Any]) -> str:
+    """The ``{ds}`` constraint of rule ``set_protocol``: the RFW and BFW datasets."""
+    return name_regex(set_datasets(config))
+
+
+def set_protocol_regex(config: Mapping[str, Any]) -> str:
+    """The ``{proto}`` constraint of rule ``set_protocol``: RFW's sets, ``rfw``, ``bfw``."""
+    return name_regex(all_set_protocols(config))
+
+
+def score_model_regex(config: Mapping[str, Any]) -> str:
+    """The ``{model}`` constraint of rule ``evaluate_scores``: BFW's score models."""
+    return name_regex(score_models(config))
+
+
+def rfw_items(config: Mapping[str, Any], ds: str) -> list[dict[str, str]]:
+    """The (model, set) metrics rule ``rfw_table`` of ``ds`` reads ([] unless ``ds`` is an
+    RFW dataset with an evaluated set)."""
+    if kind_of(config, ds) != "rfw":
+        return []
+    here = eval_benchmarks(config, ds)
+    return [{"model": m, "set": s, "path": f"results/{ds}/eval/{m}/{s}/metrics.parquet"}
+            for s in set_protocols(config, ds) if s != RFW_ALL and s in here
+            for m in models_on(config, ds, s)]
+
+
+def rfw_sets_of(config: Mapping[str, Any], ds: str) -> list[str]:
+    """The columns of ``ds``'s RFW table: its sets."""
+    return [s for s in set_protocols(config, ds) if s != RFW_ALL]
+
+
+def rfw_targets(config: Mapping[str, Any], ds: str) -> list[str]:
+    """``results/<ds>/eval/rfw.md`` / ``.html`` for an RFW dataset."""
+    return ([f"results/{ds}/eval/rfw.md", f"results/{ds}/eval/rfw.html"]
+            if rfw_items(config, ds) else [])

@@ -139,7 +139,7 @@ def aligned_row(image_id: str, dec: DecodedImage, cfg: FacesConfig,
     row: dict[str, Any] = {
         "image_id": image_id, "status": ALIGNED_STATUS, "message": message,
         "image_width": dec.width or w, "image_height": dec.height or h,
-        "n_faces": None, "det_score": None,
+        "n_faces": None, "face_box_areas": None, "det_score": None,
         "bbox": list(bbox), "landmarks": list(landmarks),
         "crop_arcface": None, "crop_facenet": None,
     }

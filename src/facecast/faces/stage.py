@@ -12,9 +12,15 @@ Statuses written here: ``ok`` (face found and aligned), ``no_face``, ``fallback`
 manifest was built), ``outside_root``, ``detect_error``/``align_error`` (the detector or
 the warp failed on this image; the message says why); with ``faces.detector: none``
 (pre-aligned input, :mod:`facecast.faces.aligned`) ``aligned_input`` instead of ``ok``,
-and no detector is loaded; for datasets that give five landmarks per image (IJB; manifest
-columns ``given_landmarks``/``given_score``) ``landmarks_given``
-(:mod:`facecast.faces.given`), whatever ``faces.detector`` says.
+and no detector is loaded. Datasets that give five landmarks per image (IJB, RFW's
+``_lmk.txt``; manifest columns ``given_landmarks``/``given_score``) are aligned with them:
+``landmarks_given`` (:mod:`facecast.faces.given`). A row without usable given points is
+detected like any other image (statuses above) when ``faces.detector`` names a detector;
+with ``faces.detector: none`` it gets ``no_landmarks``. Column ``landmark_source`` says per
+row which path ran: ``given``, the detector's name (``mtcnn``, ``yunet``), ``template``
+(pre-aligned input) or null (no alignment was tried). The detector is loaded only when some
+row of the shard needs it (:func:`plan_rows`): a shard whose rows all have given points
+imports no torch.
 
 Images come from files under the dataset root, or, for container datasets (RecordIO,
 insightface ``.bin``), from locators ``<file>#<index>`` read by random access
@@ -48,7 +54,13 @@ from facecast.faces.config import FacesConfig
 from facecast.faces.crops import encode_png
 from facecast.faces.decode import DecodedImage, read_image
 from facecast.faces.detect import Detections, FaceDetector, select_face
-from facecast.faces.given import GIVEN_STATUS, given_row
+from facecast.faces.given import (
+    GIVEN_SOURCE,
+    GIVEN_STATUS,
+    NO_LANDMARKS,
+    given_points,
+    given_row,
+)
 from facecast.faces.yunet import YuNetDetector
 from facecast.io.parquet_io import ParquetStreamWriter, read_provenance
 from facecast.io.paths import portable_path
@@ -62,15 +74,19 @@ FACES_SCHEMA = pa.schema([
     ("image_width", pa.int32()),
     ("image_height", pa.int32()),
     ("n_faces", pa.int32()),
+    ("face_box_areas", pa.list_(pa.float32())),
     ("det_score", pa.float32()),
     ("bbox", pa.list_(pa.float32())),
     ("landmarks", pa.list_(pa.float32())),
+    ("landmark_source", pa.string()),
     ("crop_arcface", pa.binary()),
     ("crop_facenet", pa.binary()),
 ])
 ARCFACE_SIZE = 112
 FACENET_SIZE = 160
 ROWS_PER_GROUP = 256
+#: ``landmark_source`` of pre-aligned input (``faces.detector: none``): the template's points
+TEMPLATE_SOURCE = "template"
 
 
 @dataclass
@@ -81,7 +97,8 @@ class _Job:
     path: Path | None = None
     decoded: DecodedImage | None = None
     locator: str | None = None
-    given: bool = False  # the dataset gives the landmarks (faces.given)
+    given: bool = False  # the dataset gives usable landmarks for this row
+    lacks_given: bool = False  # the dataset gives landmarks, but none usable for this row
     landmarks: Any = None
     score: Any = None
 
@@ -101,7 +118,8 @@ def _empty_row(image_id: str, status: str, message: str,
     return {"image_id": image_id, "status": status, "message": message,
             "image_width": (dec.width or None) if dec else None,
             "image_height": (dec.height or None) if dec else None,
-            "n_faces": None, "det_score": None, "bbox": None, "landmarks": None,
+            "n_faces": None, "face_box_areas": None, "det_score": None, "bbox": None,
+            "landmarks": None, "landmark_source": None,
             "crop_arcface": None, "crop_facenet": None}
 
 
@@ -110,6 +128,14 @@ def _to_full(points: np.ndarray, dec: DecodedImage) -> np.ndarray:
     pts = np.asarray(points, np.float64).reshape(-1, 2)
     scale = np.array([dec.scale_x, dec.scale_y])
     return ((pts + 0.5) / scale - 0.5).astype(np.float32).reshape(-1)
+
+
+def box_areas(boxes: np.ndarray, dec: DecodedImage) -> list[float]:
+    """Areas (full-resolution pixels, float32, largest first) of every detected box: what
+    OFIQ's SingleFacePresent needs (the two largest), whichever face ``faces.select`` keeps."""
+    full = _to_full(np.asarray(boxes).reshape(-1, 4), dec).astype(np.float64).reshape(-1, 4)
+    areas = (full[:, 2] - full[:, 0]) * (full[:, 3] - full[:, 1])
+    return np.sort(areas.astype(np.float32))[::-1].tolist()
 
 
 def _join(*parts: str) -> str:
@@ -127,6 +153,7 @@ def face_row(job: _Job, det: Detections, cfg: FacesConfig) -> dict[str, Any]:
         return row
     n = len(det)
     row["n_faces"] = n
+    row["face_box_areas"] = box_areas(det.boxes, dec)
     h, w = image.shape[:2]
     idx = select_face(det, cfg.select, w, h)
     level = cfg.png_compress_level
@@ -180,38 +207,38 @@ def _decode_jobs(jobs: list[_Job], cfg: FacesConfig,
     return jobs
 
 
-def _aligned_chunk(jobs: list[_Job], cfg: FacesConfig, warned: dict[str, bool]
-                   ) -> list[dict[str, Any]]:
-    rows = []
-    for j in jobs:
-        if j.status != "ok":
-            rows.append(_empty_row(j.image_id, j.status, j.message, j.decoded))
-            continue
-        if j.given:
-            rows.append(given_row(j.image_id, j.decoded, j.landmarks, j.score, cfg, j.message))
-            continue
+def _job_row(j: _Job, det: Detections | None, detector: FaceDetector | None,
+             cfg: FacesConfig, warned: dict[str, bool]) -> dict[str, Any]:
+    """The output row of one decoded job, by its path: the dataset's points, the detector's
+    ``det``, or (no detector) the pre-aligned template; ``landmark_source`` says which."""
+    if j.status != "ok":
+        return _empty_row(j.image_id, j.status, j.message, j.decoded)
+    if j.given or (j.lacks_given and detector is None):
+        row = given_row(j.image_id, j.decoded, j.landmarks, j.score, cfg, j.message)
+        row["landmark_source"] = None if row["status"] == NO_LANDMARKS else GIVEN_SOURCE
+        return row
+    if detector is None:
         try:
-            rows.append(aligned_row(j.image_id, j.decoded, cfg, warned))
+            row = aligned_row(j.image_id, j.decoded, cfg, warned)
         except ValueError as exc:
-            rows.append(_empty_row(j.image_id, "align_error", _join(
-                f"crop of the pre-aligned image failed: {exc}", j.message), j.decoded))
-    return rows
+            row = _empty_row(j.image_id, "align_error", _join(
+                f"crop of the pre-aligned image failed: {exc}", j.message), j.decoded)
+        row["landmark_source"] = TEMPLATE_SOURCE
+        return row
+    assert det is not None
+    row = face_row(j, det, cfg)
+    row["landmark_source"] = detector.name
+    return row
 
 
 def _process_chunk(jobs: list[_Job], detector: FaceDetector | None, cfg: FacesConfig,
                    warned: dict[str, bool] | None = None) -> list[dict[str, Any]]:
-    if detector is None:
-        return _aligned_chunk(jobs, cfg, warned if warned is not None else {})
-    todo = [j for j in jobs if j.status == "ok"]
+    warned = warned if warned is not None else {}
+    todo = ([j for j in jobs if j.status == "ok" and not j.given] if detector is not None
+            else [])
     dets = detector.detect([j.decoded.array for j in todo]) if todo else []
     by_id = {id(j): d for j, d in zip(todo, dets, strict=True)}
-    rows = []
-    for j in jobs:
-        if j.status == "ok":
-            rows.append(face_row(j, by_id[id(j)], cfg))
-        else:
-            rows.append(_empty_row(j.image_id, j.status, j.message, j.decoded))
-    return rows
+    return [_job_row(j, by_id.get(id(j)), detector, cfg, warned) for j in jobs]
 
 
 def _run_chunk(jobs: list[_Job], detector: FaceDetector | None, cfg: FacesConfig,
@@ -247,8 +274,11 @@ def iter_face_rows(rows: Sequence[Mapping[str, Any]], root: str | os.PathLike,
     ``rows`` carry ``image_id``, ``path`` (relative to ``root``), ``status`` and
     ``message`` (manifest columns). ``workers`` threads each take whole chunks (decode,
     detect, align, encode); torch, Pillow and zlib release the GIL, so chunks overlap.
-    Output does not depend on ``workers``. ``detector`` None means pre-aligned input
-    (``faces.detector: none``). ``containers`` (from the manifest's provenance) lets
+    Output does not depend on ``workers``. Rows with usable ``given_landmarks``
+    (:func:`facecast.faces.given.given_points`) are aligned with them; the others go to
+    ``detector``. ``detector`` None means no detector: pre-aligned input (status
+    ``aligned_input``), or ``no_landmarks`` where the dataset gives landmarks for other rows
+    but not this one (``faces.detector: none``). ``containers`` (from the manifest's provenance) lets
     locator paths ``<file>#<index>`` of RecordIO / .bin datasets be read.
     """
     root = Path(root)
@@ -266,10 +296,11 @@ def iter_face_rows(rows: Sequence[Mapping[str, Any]], root: str | os.PathLike,
             path = resolve_inside(root, str(r["path"]))
             if path is None:
                 status, message = "outside_root", f"path escapes the dataset root {root}"
-        given = "given_landmarks" in r
+        has_given = "given_landmarks" in r
+        pts = given_points(r["given_landmarks"]) if has_given else None
         jobs.append(_Job(str(r["image_id"]), status, message, path, locator=locator,
-                         given=given, landmarks=r.get("given_landmarks"),
-                         score=r.get("given_score")))
+                         given=pts is not None, lacks_given=has_given and pts is None,
+                         landmarks=pts, score=r.get("given_score")))
     bs = cfg.batch_size
     chunks = [jobs[i:i + bs] for i in range(0, len(jobs), bs)]
     workers = max(1, int(workers))
@@ -297,6 +328,68 @@ def rows_to_table(rows: list[dict[str, Any]]) -> pa.Table:
                                  for f in FACES_SCHEMA], schema=FACES_SCHEMA)
 
 
+def plan_rows(records: Sequence[Mapping[str, Any]], cfg: FacesConfig) -> Counter:
+    """How many manifest rows take each path: ``given`` (usable given landmarks),
+    ``detect`` (an ``ok`` row without them while ``faces.detector`` names a detector),
+    ``aligned`` (pre-aligned input: ``faces.detector: none``, no given landmarks column),
+    ``no_landmarks`` (the dataset gives landmarks for other rows, not this one, and
+    ``faces.detector`` is none) and ``kept`` (a manifest status other than ``ok``). The
+    detector is loaded only when ``detect`` is not zero."""
+    out: Counter = Counter()
+    for r in records:
+        has_given = "given_landmarks" in r
+        if str(r["status"]) != "ok":
+            out["kept"] += 1
+        elif has_given and given_points(r["given_landmarks"]) is not None:
+            out["given"] += 1
+        elif cfg.detector != "none":
+            out["detect"] += 1
+        else:
+            out["no_landmarks" if has_given else "aligned"] += 1
+    return out
+
+
+def _model_provenance(cfg: FacesConfig, detector: FaceDetector | None,
+                      given: bool) -> dict[str, Any]:
+    """Provenance ``model`` of a shard: the detector's settings, or why none was loaded."""
+    if detector is not None:
+        model = dict(detector.settings())
+    elif cfg.detector == "none" and not given:
+        return {"detector": "none", "aligned_as": cfg.aligned_as}
+    elif cfg.detector == "none":
+        model = {"detector": "none"}
+    else:
+        model = {"detector": "none", "configured_detector": cfg.detector,
+                 "why": "no row of this shard needed detection"}
+    if given:
+        model["landmarks"] = "given by the dataset"
+    return model
+
+
+def _log_plan(shard: str, n: int, plan: Counter, cfg: FacesConfig,
+              detector: FaceDetector | None, threads: int) -> None:
+    """One log line saying how many rows take each path (:func:`plan_rows`)."""
+    parts = []
+    if plan["given"]:
+        parts.append(f"{plan['given']} aligned with the dataset's landmarks (status "
+                     f"{GIVEN_STATUS})")
+    if plan["detect"] and detector is not None:
+        parts.append(f"{plan['detect']} detected with {detector.name} on {detector.device}"
+                     + (" (no usable given landmarks)" if plan["given"] or plan["no_landmarks"]
+                        else ""))
+    if plan["aligned"]:
+        parts.append(f"{plan['aligned']} pre-aligned input (detector none, aligned_as "
+                     f"{cfg.aligned_as})")
+    if plan["kept"]:
+        parts.append(f"{plan['kept']} keep their manifest status")
+    log.info("faces shard %s: %d images: %s; %d worker threads", shard, n,
+             "; ".join(parts) or "none", threads)
+    if plan["no_landmarks"]:
+        log.warning("faces shard %s: %d images have no usable given landmarks and "
+                    "faces.detector is none: status %s (set faces.detector: mtcnn or yunet "
+                    "to detect them)", shard, plan["no_landmarks"], NO_LANDMARKS)
+
+
 def run_faces_shard(manifest_path: str | os.PathLike, shard: str, root: str | os.PathLike,
                     out_path: str | os.PathLike, config: Mapping[str, Any] | None = None, *,
                     provenance: Mapping[str, Any] | None = None,
@@ -306,10 +399,14 @@ def run_faces_shard(manifest_path: str | os.PathLike, shard: str, root: str | os
 
     Every manifest row of the shard gives one output row (columns :data:`FACES_SCHEMA`,
     manifest order). ``config`` is the ``faces`` config section; ``threads`` (default
-    ``faces.threads``) worker threads share the work. On CPU each worker runs torch
+    ``faces.threads``) worker threads share the work. Rows with usable given landmarks are
+    aligned with them; the detector (``detector``, else the configured one) is loaded only
+    when some row needs it (:func:`plan_rows`). On CPU each worker runs torch
     single-threaded: MTCNN is many small ops, and OpenMP threads on them cost more in
     synchronisation than they save (5-10x on a loaded machine), so workers parallelise
-    across chunks instead. Returns status counts.
+    across chunks instead. Returns status counts. Provenance ``landmark_plan`` (rows per
+    path of :func:`plan_rows`) and the log (the plan, then the statuses and the
+    ``landmark_source`` counts) say how many rows took each path.
     """
     cfg = FacesConfig.from_mapping(config)
     threads = cfg.threads if threads is None else int(threads)
@@ -318,33 +415,24 @@ def run_faces_shard(manifest_path: str | os.PathLike, shard: str, root: str | os
                           columns=["image_id", "path", "status", "message"]
                           + (list(GIVEN_COLUMNS) if given else []))
     containers = read_provenance(manifest_path).get("containers") or {}
-    aligned = cfg.detector == "none" or given
-    if aligned:
-        detector = None  # pre-aligned input: no detector is loaded
+    records = manifest.to_dict("records")
+    plan = plan_rows(records, cfg)
+    if not plan["detect"]:
+        detector = None  # no row needs one: no detector (nor torch) is loaded
     else:
         detector = detector or (YuNetDetector(cfg) if cfg.detector == "yunet"
                                 else FaceDetector(cfg))
     prov = dict(provenance or {})
     prov.update({"stage": "faces", "shard": shard, "faces_config": cfg.as_dict(),
-                 "model": ({"detector": "none", "landmarks": "given by the dataset"} if given
-                           else {"detector": "none", "aligned_as": cfg.aligned_as} if aligned
-                           else detector.settings()),
+                 "model": _model_provenance(cfg, detector, given),
+                 "landmark_plan": {k: int(v) for k, v in sorted(plan.items())},
                  "dataset_root": portable_path(root)})  # relative as configured or to cwd
     counts: Counter = Counter()
+    sources: Counter = Counter()
     buffer: list[dict[str, Any]] = []
-    records = manifest.to_dict("records")
-    if given:
-        log.info("faces shard %s: %d images aligned with the dataset's landmarks (no "
-                 "detector; status %s), %d worker threads", shard, len(records), GIVEN_STATUS,
-                 threads)
-    elif aligned:
-        log.info("faces shard %s: %d images, pre-aligned input (detector none, aligned_as "
-                 "%s), %d worker threads", shard, len(records), cfg.aligned_as, threads)
-    else:
-        log.info("faces shard %s: %d images, detector %s on %s, %d worker threads", shard,
-                 len(records), detector.name, detector.device, threads)
+    _log_plan(shard, len(records), plan, cfg, detector, threads)
     # a CPU detector runs torch single-threaded inside each worker thread; no detector, no torch
-    intra = 1 if not aligned and detector.device.type == "cpu" else None
+    intra = 1 if detector is not None and detector.device.type == "cpu" else None
     with torch_threads(intra), ParquetStreamWriter(
             out_path, FACES_SCHEMA, provenance=prov,
             # PNG bytes do not shrink under zstd; stored PNGs (level 0) do
@@ -353,11 +441,13 @@ def run_faces_shard(manifest_path: str | os.PathLike, shard: str, root: str | os
         for chunk_rows in iter_face_rows(records, root, cfg, detector, workers=threads,
                                          desc=f"faces {shard}", containers=containers):
             counts.update(r["status"] for r in chunk_rows)
+            sources.update(r.get("landmark_source") or "none" for r in chunk_rows)
             buffer.extend(chunk_rows)
             if len(buffer) >= ROWS_PER_GROUP:
                 writer.write(rows_to_table(buffer))
                 buffer = []
         if buffer or not records:
             writer.write(rows_to_table(buffer))
-    log.info("faces shard %s: statuses %s", shard, dict(sorted(counts.items())))
+    log.info("faces shard %s: statuses %s; landmark sources %s", shard,
+             dict(sorted(counts.items())), dict(sorted(sources.items())))
     return dict(counts)

@@ -43,7 +43,7 @@ from facecast.fairness.hardpairs import hard_pairs_grid, hardest_pairs, load_til
 from facecast.fairness.interchange import write_interchange
 from facecast.fairness.plots import plot_fdr_vs_fmr, plot_rates_vs_threshold
 from facecast.fairness.soft import category_probs, soft_accuracy
-from facecast.fairness.tables import group_table, report_views, to_markdown
+from facecast.fairness.tables import group_table, report_views, to_markdown, zero_rate_notes
 from facecast.fairness.threshold import (
     disparity,
     group_rates,
@@ -284,6 +284,13 @@ def _thresholds_and_rates(valid: pd.DataFrame, cfg: Mapping[str, Any],
         disp_rows.append(disparity(sub["fmr"].to_numpy(), sub["fnmr"].to_numpy(), alpha))
     thr = pd.concat([thr, pd.DataFrame(disp_rows)], axis=1)
     thr["alpha"] = alpha
+    for name, notes in zip(thr["name"], zero_rate_notes(thr, rates), strict=True):
+        by_note: dict[str, list[str]] = {}
+        for col, note in notes.items():
+            by_note.setdefault(note, []).append(col)
+        for note, cols in by_note.items():
+            log.warning("threshold %s: %s infinite (a ratio over a zero rate), shown as %s",
+                        name, ", ".join(cols), note)
     return thr, rates
 
 
@@ -398,7 +405,9 @@ def write_report(path: Path, *, summary: Mapping[str, Any], ann: pd.DataFrame,
         "## Per legitimate attribute subset: max/min average discrimination (A9-A14)", "",
         to_markdown(subsets) if len(subsets) else "(no combinations took part)\n",
         "## Global thresholds (accept if score >= threshold)", "",
-        "n/a (N impostors): fewer than 1/FMR impostor pairs, too few to resolve the target.",
+        "n/a (N impostors): fewer than 1/FMR impostor pairs, too few to resolve the target. "
+        "n/a (0 false matches in <group>): a max/min or max/geomean ratio (and the inequity "
+        "rate) over a group without false matches (non-matches) has no finite value.",
         "",
         to_markdown(thresholds, ["name", "threshold", "source", "fmr_reached",
                                  "false_matches", "n_impostor", "tar", "fmr_max_min",

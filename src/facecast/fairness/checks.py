@@ -23,7 +23,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from facecast.config.columns import check_references, known_columns
+from facecast.config.fair_sets import score_models
 from facecast.config.util import (
+    ATTRIBUTE_ONLY_KINDS,
+    attribute_only,
     datasets_of,
     embed_model_names,
     fairness_enabled,
@@ -40,11 +43,15 @@ from facecast.fairness.targets import demographics_skip_reason, section_enabled
 GENDER_COLUMNS = ("age_gender_male", "fairface_male", "label_male", "label_Male")
 AGE_COLUMNS = ("age_gender_age", "label_age")
 POSE_COLUMNS = ("yaw",)
+#: a fairness benchmark's own groups (RFW's set, BFW's subgroup): the default protected
+#: attribute where every assessed dataset has the column
+SET_GROUPS = (("rfw_set", "label_rfw_set"), ("bfw_subgroup", "label_bfw_subgroup"))
 #: what turns each candidate on, for the plan's hint
 SOURCES = {"age_gender_male": "attributes.scorers: age_gender",
            "age_gender_age": "attributes.scorers: age_gender",
            "fairface_male": "attributes.scorers: fairface",
-           "yaw": "attributes.scorers: native"}
+           "yaw": "attributes.scorers: native",
+           "label_rfw_set": "datasets kind rfw", "label_bfw_subgroup": "datasets kind bfw"}
 #: spellings of "nothing" that users put into name lists
 OFF_WORDS = {"none", "off", "false", "no", "null", "disabled", "0"}
 
@@ -52,8 +59,9 @@ FAIRFACE_RACES_MODULE = "facecast.attributes.heads"
 
 
 def assessed_datasets(config: Mapping[str, Any]) -> list[str]:
-    """``fairness.datasets`` (the known ones), else every dataset."""
-    all_ds = list(datasets_of(config))
+    """``fairness.datasets`` (the known ones), else every dataset with identities (not
+    of an attribute-only kind)."""
+    all_ds = [d for d in datasets_of(config) if not attribute_only(config, d)]
     return [d for d in name_list(section(config, "fairness").get("datasets"))
             if d in all_ds] or all_ds
 
@@ -82,7 +90,10 @@ def derived_groups(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     protected: dict[str, Any] = {}
     legitimate: dict[str, Any] = {}
     soft: dict[str, Any] = {}
-    if gender:
+    own = [(name, col) for name, col in SET_GROUPS if col in have]
+    if own:  # RFW / BFW: the benchmark's own groups, as their papers report
+        protected[own[0][0]] = {"column": own[0][1]}
+    elif gender:
         protected["gender"] = {"column": gender, "bins": [0.5], "labels": ["female", "male"]}
         female = "fairface_female" if gender == "fairface_male" else f"1-{gender}"
         soft["gender"] = {"categories": {"male": gender, "female": female},
@@ -113,6 +124,10 @@ def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
     skipped."""
     if not fairness_enabled(config):
         return ["fairness: off (fairness.enabled: false)", *demographics_plan(config)]
+    if datasets_of(config) and not assessed_datasets(config):
+        return ["fairness: skipped - no dataset with identities (kinds "
+                f"{', '.join(ATTRIBUTE_ONLY_KINDS)} are attribute benchmarks: nothing to "
+                "verify)", *demographics_plan(config)]
     fcfg = config.setdefault("fairness", {})
     derived = derived_groups(config)
     lines: list[str] = []
@@ -159,8 +174,9 @@ def name_errors(config: Mapping[str, Any]) -> list[str]:
     errors = _unknown("fairness.datasets", name_list(fcfg.get("datasets")),
                       list(datasets_of(config)), "dataset")
     errors += _unknown("fairness.models", name_list(fcfg.get("models")),
-                       embed_model_names(config) + name_list(imports), "model",
-                       "embed.models, fairness.imports")
+                       embed_model_names(config) + score_models(config)
+                       + name_list(imports), "model",
+                       "embed.models, BFW score columns, fairness.imports")
     errors += _unknown("fairness.protocols", name_list(fcfg.get("protocols")), fprot,
                        "protocol", "benchmarks, lfw, evaluate.imports, fairness.imports "
                        "protocols")
@@ -222,7 +238,24 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
             if (imp or {}).get(opt):
                 need_file(errors, f"fairness.imports.{name}.{opt}", imp[opt])
     return (errors + bin_errors(config) + check_references(config, column_references(config))
-            + demographics_errors(config))
+            + demographics_errors(config) + estimator_report_errors(config))
+
+
+def estimator_report_errors(config: Mapping[str, Any]) -> list[str]:
+    """``fairness.estimator_report`` names a configured dataset with truth labels (of an
+    attribute-only kind: fairface, utkface)."""
+    bench = str(section(config, "fairness").get("estimator_report") or "")
+    if not bench:
+        return []
+    datasets = datasets_of(config)
+    if bench not in datasets:
+        return [f"fairness.estimator_report: {bench!r} is not a configured dataset; known: "
+                f"{listing(list(datasets))} (add a dataset of kind fairface or utkface)"]
+    if not attribute_only(config, bench):
+        return [f"fairness.estimator_report: dataset {bench!r} (kind "
+                f"{datasets[bench].get('kind')}) has no truth labels to check estimators "
+                f"against; name a dataset of kind {' or '.join(ATTRIBUTE_ONLY_KINDS)}"]
+    return []
 
 
 def section_errors(config: Mapping[str, Any], name: str) -> list[str]:
@@ -234,8 +267,8 @@ def section_errors(config: Mapping[str, Any], name: str) -> list[str]:
     if not cfg or not cfg.get("enabled", True):
         return errs
     benches = set(name_list(config.get("benchmarks"))) | {"lfw"} | set(
-        name_list(section(config, "evaluate").get("imports")))
-    embed = set(name_list(section(config, "embed").get("models")))
+        name_list(section(config, "evaluate").get("imports"))) | set(protocol_names(config))
+    embed = set(name_list(section(config, "embed").get("models"))) | set(score_models(config))
     for m in name_list(cfg.get("models")):
         if embed and m not in embed:
             errs.append(f"{name}.models: {m!r} is not an embed model "

@@ -41,23 +41,57 @@ def threshold_at_fmr(impostor_scores: np.ndarray, target: float) -> float:
     return float(thresholds_at_fmr(impostor_scores, [float(target)])[0])
 
 
+class _Ranked:
+    """The scores of one subset sorted once: its distinct values and where each run of
+    equal values starts, so that replicate weights only need summing per value."""
+
+    def __init__(self, scores: np.ndarray) -> None:
+        s = np.asarray(scores, dtype=np.float64)
+        self.order = np.argsort(s, kind="stable")
+        ss = s[self.order]
+        self.starts = (np.r_[0, np.flatnonzero(np.diff(ss) != 0) + 1] if ss.size
+                       else np.zeros(0, np.int64))
+        self.unique = ss[self.starts]
+
+    def weights(self, w: np.ndarray) -> np.ndarray:
+        """``(B, n)`` weights of the subset's pairs -> ``(B, U)`` weight per distinct score."""
+        w = np.atleast_2d(np.asarray(w, dtype=np.float64))
+        if not self.unique.size:
+            return np.zeros((w.shape[0], 0))
+        return np.add.reduceat(w[:, self.order], self.starts, axis=1)
+
+    def thresholds(self, wu: np.ndarray, targets: Sequence[float]) -> np.ndarray:
+        """``(B, T)``: per weight row and target, ``inf{t : weight(score >= t) <= target *
+        total}`` (the next float above the highest score to reject; NaN without weight)."""
+        out = np.full((wu.shape[0], len(targets)), np.nan)
+        if not self.unique.size:
+            return out
+        total = wu.sum(axis=1, keepdims=True)
+        above = total - np.cumsum(wu, axis=1)          # weight of scores > u_j
+        for i, target in enumerate(targets):
+            ok = above <= float(target) * total + 1e-9 * np.maximum(total, 1)
+            t = np.nextafter(self.unique[np.argmax(ok, axis=1)], np.inf)
+            t = np.where(float(target) >= 1.0, self.unique[0], t)
+            out[:, i] = np.where(total[:, 0] > 0, t, np.nan)
+        return out
+
+    def at_least(self, wu: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """``(B,)``: per weight row the weight of scores ``>= t[b]`` (0 for a NaN
+        threshold, which accepts nothing)."""
+        t = np.asarray(t, dtype=np.float64)
+        if not self.unique.size:
+            return np.zeros(wu.shape[0])
+        suffix = np.cumsum(wu[:, ::-1], axis=1)[:, ::-1]   # weight of scores >= u_j
+        j = np.searchsorted(self.unique, np.where(np.isnan(t), np.inf, t), side="left")
+        inside = j < self.unique.size
+        got = np.take_along_axis(suffix, np.minimum(j, self.unique.size - 1)[:, None], 1)[:, 0]
+        return np.where(inside, got, 0.0)
+
+
 def weighted_threshold(scores: np.ndarray, weights: np.ndarray, target: float) -> np.ndarray:
     """:func:`threshold_at_fmr` with impostor weights ``(B, n)``: one threshold per row."""
-    s = np.asarray(scores, dtype=np.float64)
-    w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
-    out = np.full(w.shape[0], np.nan)
-    if s.shape[0] == 0:
-        return out
-    u, inv = np.unique(s, return_inverse=True)
-    wu = np.zeros((w.shape[0], u.shape[0]))
-    np.add.at(wu.T, inv, w.T)
-    total = wu.sum(axis=1, keepdims=True)
-    above = total - np.cumsum(wu, axis=1)          # weight of scores > u_j
-    ok = above <= float(target) * total + 1e-9 * np.maximum(total, 1)
-    j = np.argmax(ok, axis=1)
-    out = np.nextafter(u[j], np.inf)
-    out = np.where(float(target) >= 1.0, u[0], out)
-    return np.where(total[:, 0] > 0, out, np.nan)
+    ranked = _Ranked(scores)
+    return ranked.thresholds(ranked.weights(weights), [float(target)])[:, 0]
 
 
 def _rates(scores: np.ndarray, labels: np.ndarray, w: np.ndarray, t: np.ndarray
@@ -87,33 +121,38 @@ def group_threshold_table(scores: np.ndarray, labels: np.ndarray, group: np.ndar
     ``fmr_global``, ``fmr_group``, ``deviation_global``, ``deviation_group``,
     ``tar_global``, ``tar_group``, the cross-validated ``*_cv`` counterparts (when
     ``folds`` has two or more folds), ``deviation_*_lo/hi`` (bootstrap) and ``n_boot``.
+    Every threshold of a set of scores comes from one sort of it (all targets at once).
     """
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels).astype(bool)
     g = np.asarray(group, dtype=object)
     names = sorted({str(x) for x in g[pd.notna(g)]})
+    targets = [float(t) for t in targets]
     fold_names = sorted(set(np.asarray(folds).astype(str))) if folds is not None else []
     f_arr = np.asarray(folds).astype(str) if folds is not None else None
+    t_glob = thresholds_at_fmr(s[~y], targets)
+    members = {name: g == name for name in names}
+    t_grp = {name: thresholds_at_fmr(s[m & ~y], targets) for name, m in members.items()}
+    cv = (_cross_validated(s, y, g, f_arr, fold_names, names, targets)
+          if len(fold_names) >= 2 else {})
     rows = []
-    for target in targets:
-        t_glob = threshold_at_fmr(s[~y], target)
+    for i, target in enumerate(targets):
         for name in names:
-            m = g == name
+            m = members[name]
             ms, my = s[m], y[m]
             n_imp, n_gen = int((~my).sum()), int(my.sum())
-            t_grp = threshold_at_fmr(ms[~my], target)
-            row = {"target_fmr": float(target), "group": name, "n_impostor": n_imp,
+            row = {"target_fmr": target, "group": name, "n_impostor": n_imp,
                    "n_genuine": n_gen, "resolvable": bool(far_resolvable(n_imp, target)),
-                   "global_threshold": t_glob, "group_threshold": t_grp}
-            for key, t in (("global", t_glob), ("group", t_grp)):
+                   "global_threshold": float(t_glob[i]),
+                   "group_threshold": float(t_grp[name][i])}
+            for key, t in (("global", t_glob[i]), ("group", t_grp[name][i])):
                 fm, ni, ta, ng = _rates(ms, my, np.ones((1, len(ms))), np.array([t]))
                 with np.errstate(invalid="ignore", divide="ignore"):
                     row[f"fmr_{key}"] = float(fm[0] / ni[0])
                     row[f"tar_{key}"] = float(ta[0] / ng[0])
                 row[f"false_matches_{key}"] = int(fm[0])
                 row[f"deviation_{key}"] = float(_deviation(fm, ni, target)[0])
-            if len(fold_names) >= 2:
-                row.update(_cross_validated(s, y, g, f_arr, fold_names, name, target))
+            row.update(cv.get((name, i), {}))
             rows.append(row)
     out = pd.DataFrame(rows)
     if n_boot > 0 and identity_a is not None and len(out):
@@ -124,30 +163,38 @@ def group_threshold_table(scores: np.ndarray, labels: np.ndarray, group: np.ndar
 
 
 def _cross_validated(s: np.ndarray, y: np.ndarray, g: np.ndarray, folds: np.ndarray,
-                     fold_names: Sequence[str], name: str, target: float) -> dict:
-    """Thresholds fitted on the other folds, rates counted on the held-out fold, pooled."""
-    acc = {"fm_global": 0, "fm_group": 0, "ta_global": 0, "ta_group": 0, "ni": 0, "ng": 0}
-    for f in fold_names:
-        test, train = folds == f, folds != f
-        t_glob = threshold_at_fmr(s[train & ~y], target)
-        t_grp = threshold_at_fmr(s[train & ~y & (g == name)], target)
-        m = test & (g == name)
-        for key, t in (("global", t_glob), ("group", t_grp)):
-            if np.isfinite(t):
-                acc[f"fm_{key}"] += int((s[m & ~y] >= t).sum())
-                acc[f"ta_{key}"] += int((s[m & y] >= t).sum())
-            else:  # no training impostors: nothing to decide with; count as rejecting
-                pass
-        acc["ni"] += int((m & ~y).sum())
-        acc["ng"] += int((m & y).sum())
+                     fold_names: Sequence[str], names: Sequence[str],
+                     targets: Sequence[float]) -> dict[tuple[str, int], dict]:
+    """Per (group, target index): thresholds fitted on the other folds, rates counted on
+    the held-out fold, pooled over the folds. A threshold without training impostors
+    decides nothing and counts as rejecting."""
+    train_glob = {f: thresholds_at_fmr(s[(folds != f) & ~y], targets) for f in fold_names}
     out = {}
-    for key in ("global", "group"):
-        with np.errstate(invalid="ignore", divide="ignore"):
-            fmr = acc[f"fm_{key}"] / acc["ni"] if acc["ni"] else np.nan
-            out[f"fmr_{key}_cv"] = fmr
-            out[f"tar_{key}_cv"] = acc[f"ta_{key}"] / acc["ng"] if acc["ng"] else np.nan
-            out[f"deviation_{key}_cv"] = (fmr - target) / target
-    out["n_folds_cv"] = len(fold_names)
+    for name in names:
+        in_g = g == name
+        fm = {k: np.zeros(len(targets), np.int64) for k in ("global", "group")}
+        ta = {k: np.zeros(len(targets), np.int64) for k in ("global", "group")}
+        ni = ng = 0
+        for f in fold_names:
+            t_grp = thresholds_at_fmr(s[(folds != f) & ~y & in_g], targets)
+            m = (folds == f) & in_g
+            imp, gen = np.sort(s[m & ~y]), np.sort(s[m & y])
+            for key, t in (("global", train_glob[f]), ("group", t_grp)):
+                ok = np.isfinite(t)
+                tt = np.where(ok, t, np.inf)
+                fm[key] += np.where(ok, imp.size - np.searchsorted(imp, tt, "left"), 0)
+                ta[key] += np.where(ok, gen.size - np.searchsorted(gen, tt, "left"), 0)
+            ni += imp.size
+            ng += gen.size
+        for i, target in enumerate(targets):
+            row = {}
+            for key in ("global", "group"):
+                fmr = fm[key][i] / ni if ni else np.nan
+                row[f"fmr_{key}_cv"] = fmr
+                row[f"tar_{key}_cv"] = ta[key][i] / ng if ng else np.nan
+                row[f"deviation_{key}_cv"] = (fmr - target) / target
+            row["n_folds_cv"] = len(fold_names)
+            out[(name, i)] = row
     return out
 
 
@@ -155,20 +202,29 @@ def _bootstrap(out: pd.DataFrame, s: np.ndarray, y: np.ndarray, g: np.ndarray,
                names: Sequence[str], targets: Sequence[float], identity_a: np.ndarray,
                identity_b: np.ndarray, n_boot: int, seed: int, confidence: float
                ) -> pd.DataFrame:
-    reps = {(t, n, k): [] for t in targets for n in names for k in ("global", "group")}
+    """Deviation intervals: every replicate re-fits the global and the per-group
+    thresholds on its weights (each impostor subset sorted once for all replicates)."""
+    imp = ~y
+    glob = _Ranked(s[imp])
+    sub = {name: (g == name) & imp for name in names}
+    ranked = {name: _Ranked(s[m]) for name, m in sub.items()}
+    reps = {(i, n, k): [] for i in range(len(targets)) for n in names
+            for k in ("global", "group")}
     for w in replicate_weights(identity_a, identity_b, n_boot, seed):
-        for target in targets:
-            t_glob = weighted_threshold(s[~y], w[:, ~y], target)
-            for name in names:
-                m = g == name
-                t_grp = weighted_threshold(s[m & ~y], w[:, m & ~y], target)
-                for key, t in (("global", t_glob), ("group", t_grp)):
-                    fm, ni, _, _ = _rates(s[m], y[m], w[:, m], t)
-                    reps[(target, name, key)].append(_deviation(fm, ni, target))
+        t_glob = glob.thresholds(glob.weights(w[:, imp]), targets)
+        for name in names:
+            r = ranked[name]
+            wu = r.weights(w[:, sub[name]])
+            total = wu.sum(axis=1)
+            t_own = r.thresholds(wu, targets)
+            for i, target in enumerate(targets):
+                for key, t in (("global", t_glob[:, i]), ("group", t_own[:, i])):
+                    reps[(i, name, key)].append(_deviation(r.at_least(wu, t), total, target))
+    index = {t: i for i, t in enumerate(targets)}
     for key in ("global", "group"):
         lo, hi = [], []
         for target, name in zip(out["target_fmr"], out["group"], strict=True):
-            vals = np.concatenate(reps[(target, name, key)])[:, None]
+            vals = np.concatenate(reps[(index[float(target)], name, key)])[:, None]
             a, b = percentile_band(vals, confidence)
             lo.append(float(a[0]))
             hi.append(float(b[0]))

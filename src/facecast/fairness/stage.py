@@ -2,7 +2,8 @@
 and the demographics analyses beyond one threshold.
 
 Entries (one per rule): :func:`run_fairness` (``fairness``; its outputs are listed in
-:mod:`facecast.fairness.assess`), :func:`run_leaderboard` (``fairness_leaderboard``),
+:mod:`facecast.fairness.assess`, plus ``estimator_trust`` from
+:mod:`facecast.fairness.estimator_trust`), :func:`run_leaderboard` (``fairness_leaderboard``),
 :func:`import_scores` (``fairness_import``) and :func:`run_demographics` (``demographics``,
 in :mod:`facecast.fairness.demographics`).
 """
@@ -16,8 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from facecast.fairness.assess import OUTPUT_FILES, run_fairness, write_frame
+from facecast.fairness.assess import OUTPUT_FILES, write_frame
+from facecast.fairness.bfw_table import write_bfw_table
 from facecast.fairness.demographics import run_demographics
+from facecast.fairness.estimator_trust import run_fairness
 from facecast.fairness.interchange import read_interchange
 from facecast.fairness.tables import leaderboard, most_discriminated_across_models, to_markdown
 from facecast.io.atomic import write_text
@@ -25,7 +28,7 @@ from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.report.html_tables import write_markdown_html
 
 __all__ = ["OUTPUT_FILES", "import_scores", "run_demographics", "run_fairness",
-           "run_leaderboard"]
+           "run_leaderboard", "write_bfw_table"]
 
 
 def run_leaderboard(summary_paths: Sequence[str | os.PathLike],

@@ -114,14 +114,60 @@ def mark_unresolved(df: pd.DataFrame, columns: Sequence[str], unresolved, n_impo
     return out
 
 
+#: the ratio columns of the thresholds table, each with the per-group rate it divides
+RATIO_COLUMNS = {"fmr_max_min": "fmr", "fmr_max_geomean": "fmr", "fnmr_max_min": "fnmr",
+                 "fnmr_max_geomean": "fnmr"}
+
+
+def zero_rate_notes(thresholds: pd.DataFrame, rates: pd.DataFrame) -> list[dict[str, str]]:
+    """Per row of ``thresholds``: ``{column: note}`` for each infinite ratio (the
+    :data:`RATIO_COLUMNS` and ``inequity_rate``, their weighted product), the note
+    ``n/a (0 false matches in <groups>)`` naming the groups at 0 in ``rates`` (rows
+    ``threshold_index``, ``group``, ``fmr``, ``fnmr``: :func:`group_rates`)."""
+    from facecast.fairness.threshold import zero_rate_groups, zero_rate_note
+
+    out: list[dict[str, str]] = []
+    for i in range(len(thresholds)):
+        row = thresholds.iloc[i]
+        inf = [c for c in (*RATIO_COLUMNS, "inequity_rate") if c in thresholds.columns
+               and isinstance(row[c], (float, np.floating)) and np.isinf(row[c])]
+        sub = rates[rates["threshold_index"].to_numpy() == i] if inf else rates.iloc[:0]
+        zeros = {r: zero_rate_groups(sub["group"].astype(str).tolist(), sub[r].to_numpy())
+                 for r in ("fmr", "fnmr") if len(sub)}
+        notes = {}
+        for c in inf:
+            rate = RATIO_COLUMNS.get(c)
+            if rate is None and any(zeros.values()):      # the inequity rate: both
+                notes[c] = zero_rate_note(zeros)
+            elif zeros.get(rate):
+                notes[c] = zero_rate_note({rate: zeros[rate]})
+        out.append(notes)
+    return out
+
+
+def mark_zero_rates(thresholds: pd.DataFrame, rates: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``thresholds`` for display: each infinite ratio reads
+    ``n/a (0 false matches in <groups>)`` (:func:`zero_rate_notes`)."""
+    out = thresholds.copy()
+    for i, notes in enumerate(zero_rate_notes(thresholds, rates)):
+        for col, note in notes.items():
+            out[col] = out[col].astype(object)
+            out.iloc[i, out.columns.get_loc(col)] = note
+    return out
+
+
 def report_views(thresholds: pd.DataFrame, rates: pd.DataFrame, uncertainty: pd.DataFrame
                  ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The thresholds, per-group rates and bootstrap tables as the report shows them: every
-    figure tied to a target FMR the protocol cannot resolve reads ``n/a (N impostors)``.
+    figure tied to a target FMR the protocol cannot resolve reads ``n/a (N impostors)``;
+    a ratio over a group without false matches (non-matches) reads ``n/a (0 false
+    matches in <group>)`` (:func:`mark_zero_rates`), never ``inf``.
 
     ``thresholds`` needs ``name``, ``resolvable`` and ``threshold_n_impostor``; ``rates``
     ``threshold_index``; ``uncertainty`` ``metric`` (``<figure>@<threshold name>``).
     """
+    if len(rates) and "threshold_index" in rates.columns:
+        thresholds = mark_zero_rates(thresholds, rates)
     if "resolvable" not in thresholds.columns:
         return thresholds, rates, uncertainty
     bad = ~thresholds["resolvable"].to_numpy(bool)

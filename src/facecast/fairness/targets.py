@@ -17,11 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from facecast.config.fair_sets import BFW_PROTOCOL, kind_of, score_models, score_only
 from facecast.config.util import name_list
 from facecast.evaluate.targets import (
     eval_benchmarks,
     eval_models,
     evaluated_protocols,
+    model_applies,
     protocol_applies,
 )
 from facecast.io.shard_index import FACES_INDEX
@@ -44,12 +46,22 @@ def protocols(config: Mapping[str, Any]) -> list[str]:
 
 
 def models(config: Mapping[str, Any], protocol: str) -> list[str]:
-    """Models assessed on ``protocol``: the configured ones, then imported systems."""
-    out = _names((config.get("fairness") or {}).get("models")) or eval_models(config)
-    out = list(out) if protocol in protocols(config) else []
+    """Models assessed on ``protocol``: the configured ones (else the evaluated models and,
+    on BFW's protocol, the datatable's score models), then imported systems."""
+    listed = _names((config.get("fairness") or {}).get("models"))
+    out = listed or eval_models(config) + (score_models(config)
+                                           if protocol == BFW_PROTOCOL else [])
+    out = list(dict.fromkeys(out)) if protocol in protocols(config) else []
     out += [m for m, imp in imports(config).items()
             if imp["protocol"] == protocol and m not in out]
     return out
+
+
+def dataset_models(config: Mapping[str, Any], ds: str, protocol: str) -> list[str]:
+    """:func:`models` of ``protocol`` that have scored pairs on ``ds`` (an imported system
+    always; others per :func:`facecast.evaluate.targets.model_applies`)."""
+    return [m for m in models(config, protocol) if m in imports(config)
+            or model_applies(config, ds, m, protocol)]
 
 
 def scores_path(config: Mapping[str, Any], ds: str, model: str, protocol: str) -> str:
@@ -75,7 +87,7 @@ def targets(config: Mapping[str, Any], ds: str, datasets: Sequence[str]) -> list
              + [imp["protocol"] for imp in imports(config).values()])
     out = []
     for protocol in dict.fromkeys(names):
-        ms = models(config, protocol)
+        ms = dataset_models(config, ds, protocol)
         if ms:
             out += [f"results/{ds}/fairness/{m}/{protocol}/report.md" for m in ms]
             out.append(f"results/{ds}/fairness/leaderboard/{protocol}/leaderboard.md")
@@ -84,18 +96,22 @@ def targets(config: Mapping[str, Any], ds: str, datasets: Sequence[str]) -> list
 
 def rule_inputs(config: Mapping[str, Any], ds: str, model: str, protocol: str
                 ) -> dict[str, Any]:
-    """Inputs of rule ``fairness`` (the faces index stands for every faces shard)."""
+    """Inputs of rule ``fairness`` (the faces index stands for every faces shard; with
+    ``fairness.estimator_report`` the attribute table of that benchmark)."""
     fcfg = config.get("fairness") or {}
     inputs: dict[str, Any] = {
         "scores": scores_path(config, ds, model, protocol),
         "attributes": f"results/{ds}/attributes.parquet",
         "manifest": f"results/{ds}/manifest.parquet",
     }
-    if fcfg.get("hard_pairs_source", "faces") == "faces":
+    if fcfg.get("hard_pairs_source", "faces") == "faces" and not score_only(config, ds):
         inputs["faces"] = FACES_INDEX.format(ds=ds)
     dev = (fcfg.get("thresholds") or {}).get("from_protocol", "")
     if dev and dev != protocol:
         inputs["thresholds"] = f"results/{ds}/fairness/{model}/{dev}/thresholds.parquet"
+    bench = fcfg.get("estimator_report") or ""
+    if bench:  # the attribute benchmark whose truth checks the estimated groups (issue 42)
+        inputs["estimator_attributes"] = f"results/{bench}/attributes.parquet"
     return inputs
 
 
@@ -119,11 +135,21 @@ def section_enabled(config: Mapping[str, Any], name: str) -> bool:
     return bool(_section(config, name).get("enabled", True))
 
 
+#: the sections that also assess BFW's score models (they read scored pairs only)
+SCORE_SECTIONS = ("demographics", "slices")
+
+
 def section_models(config: Mapping[str, Any], name: str) -> list[str]:
-    """``<name>.models``, else ``evaluate.models``, else every embed model."""
-    return (_names(_section(config, name).get("models"))
-            or _names((config.get("evaluate") or {}).get("models"))
-            or _names((config.get("embed") or {}).get("models")))
+    """``<name>.models``, else ``evaluate.models``, else every embed model; with BFW's
+    score models in the sections of :data:`SCORE_SECTIONS` (only on BFW's protocol: see
+    :func:`facecast.evaluate.targets.model_applies`)."""
+    listed = _names(_section(config, name).get("models"))
+    if listed:
+        return listed
+    own = (_names((config.get("evaluate") or {}).get("models"))
+           or _names((config.get("embed") or {}).get("models")))
+    extra = score_models(config) if name in SCORE_SECTIONS else []
+    return own + [m for m in extra if m not in own]
 
 
 def section_protocols(config: Mapping[str, Any], name: str) -> list[str]:
@@ -171,10 +197,27 @@ def demographics_targets(config: Mapping[str, Any], ds: str) -> list[str]:
     return [f"results/{ds}/demographics/{m}/{p}/group_thresholds.csv"
             for m in section_models(config, "demographics")
             for p in section_protocols(config, "demographics")
-            if protocol_applies(config, ds, p)]
+            if protocol_applies(config, ds, p) and model_applies(config, ds, m, p)]
 
 
 def demographics_report_kw(caption: str, name: str) -> dict[str, Any]:
     """Keyword arguments of Snakemake's ``report()`` for a per-model demographics output."""
     return {"caption": f"../report/{caption}.rst", "category": "Demographics",
             "subcategory": "{ds} / {protocol}", "labels": {"model": "{model}", "file": name}}
+
+
+def bfw_table_paths(config: Mapping[str, Any], ds: str) -> dict[str, str]:
+    """``model -> group_thresholds.parquet`` of every model the demographics section
+    assesses on a BFW dataset's protocol ``bfw`` (rule ``bfw_table``; {} otherwise)."""
+    if kind_of(config, ds) != "bfw":
+        return {}
+    have = set(demographics_targets(config, ds))
+    where = f"results/{ds}/demographics/{{m}}/{BFW_PROTOCOL}/group_thresholds"
+    return {m: where.format(m=m) + ".parquet" for m in section_models(config, "demographics")
+            if where.format(m=m) + ".csv" in have}
+
+
+def bfw_table_targets(config: Mapping[str, Any], ds: str) -> list[str]:
+    """``results/<ds>/demographics/bfw_table.md`` / ``.html`` for a BFW dataset."""
+    return ([f"results/{ds}/demographics/bfw_table.{ext}" for ext in ("md", "html")]
+            if bfw_table_paths(config, ds) else [])

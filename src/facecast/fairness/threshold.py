@@ -18,7 +18,9 @@ score or Clopper-Pearson). Summaries over the groups:
 
 - NIST-style ratios ``max/min`` and ``max/geomean`` of FMR and of FNMR. Defined edge cases:
   all rates 0 -> 1.0 (no differential); a zero minimum (or geometric mean) under a
-  positive maximum -> ``inf``.
+  positive maximum -> ``inf`` in the files, which no table prints: the cell reads
+  ``n/a (0 false matches in <group>)`` (:func:`zero_rate_note`, the groups at 0) and the
+  log says so (:func:`zero_rate_groups`, :func:`facecast.fairness.tables.mark_zero_rates`).
 - FDR(t, alpha) = 1 - (alpha * A + (1 - alpha) * B), A = max_{i,j} |FMR_i - FMR_j|,
   B = max_{i,j} |FNMR_i - FNMR_j| (de Freitas Pereira & Marcel, 2021); 1 = fair.
 - GARBE(t, alpha) = alpha * Gini(FMRs) + (1 - alpha) * Gini(FNMRs) with
@@ -31,7 +33,7 @@ score or Clopper-Pearson). Summaries over the groups:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -71,6 +73,30 @@ def thresholds_at_fmr(impostor_scores: np.ndarray, targets: Sequence[float]) -> 
 def unresolved_note(n_impostor: int) -> str:
     """The table cell of a figure the protocol cannot resolve: ``n/a (262 impostors)``."""
     return f"n/a ({int(n_impostor)} impostors)"
+
+
+#: the words of a zero rate, per rate
+ZERO_RATE_WORDS = {"fmr": "false matches", "fnmr": "false non-matches"}
+
+
+def zero_rate_note(zeros: Mapping[str, Sequence[str]]) -> str:
+    """The table cell of a ratio over a zero rate; ``zeros``: per rate (``fmr``,
+    ``fnmr``) the groups at 0: ``n/a (0 false matches in g1, g2)``, or for a figure of
+    both ratios (the inequity rate) ``n/a (0 false matches in g1; 0 false non-matches in
+    g3)``."""
+    parts = [f"0 {ZERO_RATE_WORDS[rate]} in {', '.join(str(g) for g in groups)}"
+             for rate, groups in zeros.items() if len(groups)]
+    return f"n/a ({'; '.join(parts)})"
+
+
+def zero_rate_groups(groups: Sequence[str], rates: np.ndarray) -> list[str]:
+    """The groups whose rate is 0 where another group's is positive: the groups that make
+    the ``max/min`` and ``max/geomean`` ratios infinite (none when every rate is 0 or
+    NaN)."""
+    r = np.asarray(rates, dtype=np.float64)
+    if not (r > 0).any():
+        return []
+    return [str(g) for g, v in zip(groups, r, strict=True) if v == 0]
 
 
 def binomial_interval(k: np.ndarray, n: np.ndarray, confidence: float = 0.95,

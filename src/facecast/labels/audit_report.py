@@ -38,7 +38,7 @@ def write_reports(out: Path, *, n_images: int, attrs: Sequence[str], prefix: str
         lines += ["## Recovery of planted noise", "",
                   recovery.to_markdown(index=False, floatfmt=".3f"), ""]
     write_text(out / "summary.md", "\n".join(lines))
-    sections = [("Notes", "; ".join(notes) or "none"),
+    sections = [("Notes", "\n".join(f"- {n}" for n in notes) or "none"),
                 ("Metrics per attribute (F1 first)", metrics),
                 ("Contradiction rules", rule_table),
                 ("Agreement (Fleiss: identities x images; Cohen; Krippendorff)", kappa_table)]

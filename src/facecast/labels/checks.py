@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from facecast.config.util import attribute_only
 from facecast.datasets.label_noise import validate_noise_spec
 from facecast.labels.rules import RULE_SETS, validate_rules
 from facecast.labels.targets import enabled
@@ -16,9 +17,30 @@ WHAT = {"audit": "audits attribute labels", "features": "finds prominent feature
 
 
 def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
-    """Plan lines for the label stages that are off (nothing is filled)."""
+    """Plan lines for the label stages that are off and for the estimator report (nothing
+    is filled)."""
     return [f"{stage}: off ({stage}.enabled: false; true {what})"
-            for stage, what in WHAT.items() if not enabled(config, stage)]
+            for stage, what in WHAT.items() if not enabled(config, stage)] + estimator_plan(config)
+
+
+def estimator_plan(config: Mapping[str, Any]) -> list[str]:
+    """What the estimator report checks for each attribute benchmark, or why it is off."""
+    from facecast.attributes.estimates import estimates_in
+    from facecast.config.columns import scorer_columns
+
+    benches = [ds for ds in (config.get("datasets") or {}) if attribute_only(config, ds)]
+    if not benches:
+        return []
+    if not (config.get("estimators") or {}).get("enabled", True):
+        return ["estimators: off (estimators.enabled: false; true writes the estimator "
+                f"report of {', '.join(benches)})"]
+    cols = scorer_columns(config, None) or set()
+    found = [f"{e.estimator}'s {e.attribute}" for e in estimates_in(cols)]
+    what = ("the detector and " + ", ".join(found) if found else
+            "only the detector (no scorer of attributes.scorers estimates gender, age or "
+            "race: add age_gender or fairface)")
+    return [f"estimators: {ds} - {what} against its truth labels "
+            f"(results/{ds}/labels/estimators.md)" for ds in benches]
 
 
 def config_errors(config: Mapping[str, Any]) -> list[str]:

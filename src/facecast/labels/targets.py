@@ -1,6 +1,6 @@
-"""The DAG side of the label stages ``audit``, ``features`` and ``describe``
-(workflow/rules/labels.smk): their inputs, output files, report() keywords and which of
-them a config asks for.
+"""The DAG side of the label stages ``audit``, ``features``, ``describe`` and
+``estimators`` (workflow/rules/labels.smk): their inputs, output files, report() keywords
+and which of them a config asks for.
 
 Imported when the Snakefile is parsed, so it stays free of heavy imports.
 """
@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from facecast.config.util import attribute_only
 from facecast.io.shard_index import EMBED_INDEX, FACES_INDEX
 
-__all__ = ["AUDIT_FILES", "DESCRIBE_FILES", "FEATURES_FILES", "audit_inputs",
-           "default_targets", "describe_inputs", "enabled", "report_kw"]
+__all__ = ["AUDIT_FILES", "DESCRIBE_FILES", "ESTIMATOR_FILES", "FEATURES_FILES",
+           "audit_inputs", "default_targets", "describe_inputs", "enabled",
+           "estimator_targets", "report_kw"]
 
 AUDIT_FILES = ["metrics.parquet", "metrics.csv", "rules.csv", "flags.parquet", "kappa.csv",
                "kappa.parquet", "predictions.parquet", "suspects.parquet", "suspects_top.csv",
@@ -25,6 +27,25 @@ FEATURES_FILES = ["images.parquet", "identities.parquet", "reliability.csv",
 FEATURES_FIGURES = ["report.html"]
 DESCRIBE_FILES = ["descriptions.parquet", "evaluation.csv", "thresholds.csv", "examples.csv"]
 DESCRIBE_FIGURES = ["report.html"]
+#: the estimator report of an attribute benchmark (rule ``estimators``), in
+#: results/{ds}/labels/ (:mod:`facecast.labels.estimators_report`)
+ESTIMATOR_FILES = ["estimators.parquet", "estimators.csv", "estimators.md",
+                   "estimator_confusion.parquet", "estimator_confusion.csv"]
+ESTIMATOR_FIGURES = ["estimators.html", "estimators.png"]
+
+
+def estimators_on(config: Mapping[str, Any], ds: str) -> bool:
+    """Whether the estimator report runs for ``ds``: ``estimators.enabled`` (default on)
+    and ``ds`` of an attribute-only kind (fairface, utkface: the truth labels)."""
+    return (bool((config.get("estimators") or {}).get("enabled", True))
+            and attribute_only(config, ds))
+
+
+def estimator_targets(config: Mapping[str, Any], ds: str) -> list[str]:
+    """The estimator report of ``ds`` (none unless :func:`estimators_on`)."""
+    if not estimators_on(config, ds):
+        return []
+    return [f"results/{ds}/labels/{f}" for f in ESTIMATOR_FILES + ESTIMATOR_FIGURES]
 
 
 def report_kw(caption: str, name: str) -> dict[str, Any]:

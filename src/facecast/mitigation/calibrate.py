@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-__all__ = ["BetaMap", "C_BETACAL", "beta_fit", "ks_error", "ks_sorted", "logistic_fit",
-           "normalise"]
+__all__ = ["BetaMap", "C_BETACAL", "RunningKS", "beta_fit", "ks_error", "ks_sorted",
+           "logistic_fit", "normalise"]
 
 #: the inverse penalty of betacal's (and FairCal's) logistic regressions
 C_BETACAL = 99999999999.0
@@ -129,6 +129,34 @@ def ks_sorted(weights: np.ndarray, gap: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.abs(cum).max(axis=1, initial=0.0) / total
     return np.where(total > 0, out, np.nan)
+
+
+class RunningKS:
+    """:func:`ks_sorted` over pairs that arrive in blocks, in probability order: a block's
+    first running sum continues the last block's, so every sum is the one
+    :func:`ks_sorted` adds, in its order - the same numbers. ``rows`` weight rows."""
+
+    def __init__(self, rows: int):
+        self.last = np.zeros(rows)
+        self.top = np.zeros(rows)
+        self.total = np.zeros(rows)
+
+    def add(self, weights: np.ndarray, gap: np.ndarray) -> None:
+        """The next block: ``(rows, L)`` weights and the pairs' probability - label."""
+        if not weights.shape[1]:
+            return
+        x = weights * gap[None, :]
+        x[:, 0] += self.last
+        c = np.cumsum(x, axis=1)
+        np.maximum(self.top, np.abs(c).max(axis=1), out=self.top)
+        self.last = c[:, -1]
+        self.total += weights.sum(axis=1)
+
+    def result(self) -> np.ndarray:
+        """The KS error per row (NaN for a row without weight)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = self.top / self.total
+        return np.where(self.total > 0, out, np.nan)
 
 
 def ks_error(prob: np.ndarray, label: np.ndarray, weights: np.ndarray | None = None

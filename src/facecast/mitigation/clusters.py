@@ -2,19 +2,24 @@
 thresholds or calibration maps.
 
 Both follow FairCal's public code (``tiagosalvador/faircal``, ``approaches.py``,
-``cluster_methods``): k-means (scikit-learn ``KMeans``, k-means++ initialisation, one
-initialisation - scikit-learn's current ``n_init="auto"`` - seeded) of the calibration
-images' embeddings; every image is assigned its nearest centre; a cluster's calibration
-pairs are the pairs with *either* image in it.
+``cluster_methods``): ``KMeans(n_clusters=k)`` of the calibration images' embeddings with
+scikit-learn's defaults of the code's time (k-means++ initialisation, **10
+initialisations**, the best kept: ``n_init=10``, the default before scikit-learn 1.4),
+seeded here (the reference leaves it unseeded); every image is assigned its nearest
+centre; a cluster's calibration pairs are the pairs with *either* image in it.
 
-* **FSN** (Terhorst et al., IJCB 2020): per cluster c, the threshold ``t_c`` at the target
+* **FSN** (Terhorst et al., "Post-comparison mitigation of demographic bias in face
+  recognition using fair score normalization", Pattern Recognition Letters 140, 2020):
+  per cluster c, the threshold ``t_c`` at the target
   FMR from the cluster's impostor pairs, the global ``t_G`` from all calibration
   impostors; a pair's score becomes ``s - (d_a + d_b) / 2`` with ``d = t_c - t_G`` of each
   image's cluster. Thresholds follow facecast's one rule
   (:func:`facecast.fairness.threshold.thresholds_at_fmr`); FairCal's ``find_threshold``
   takes the ROC point nearest the target instead. A cluster with fewer than 1/FMR impostor
   pairs cannot resolve the target: it keeps the global threshold (``d = 0``), counted and
-  logged (facecast deviation; the reference code uses the unresolvable threshold).
+  logged (facecast deviation; the reference code uses the unresolvable threshold). FSN's
+  number of clusters is capped by the calibration impostors (:func:`cluster_cap`); FairCal
+  has no thresholds and keeps its ``clusters`` (at most the calibration images).
 * **FairCal** (Salvador et al., ICLR 2022): a beta calibration map per cluster
   (:func:`facecast.mitigation.calibrate.beta_fit`, scores in [-1, 1]); a pair's
   probability is ``(n_a p_a(s) + n_b p_b(s)) / (n_a + n_b)``, ``n`` the number of
@@ -39,7 +44,7 @@ from facecast.evaluate.metrics import far_resolvable, min_impostors
 from facecast.fairness.threshold import thresholds_at_fmr
 from facecast.mitigation.calibrate import BetaMap, beta_fit
 
-__all__ = ["CLUSTER_MARGIN", "ClusterCal", "FSN", "assign", "both_members", "cluster_cap",
+__all__ = ["CLUSTER_MARGIN", "N_INIT", "ClusterCal", "FSN", "assign", "both_members", "cluster_cap",
            "clustercal_fit", "clustercal_prob", "either_members", "fit_kmeans", "fsn_fit",
            "fsn_scores"]
 
@@ -49,32 +54,40 @@ CLUSTER_MARGIN = 4
 _EPS = float(np.finfo(np.float64).eps)
 
 
-def cluster_cap(clusters: int, n_images: int, n_impostors: int, fmr: float
-                ) -> tuple[int, str]:
-    """The number of k-means clusters: ``clusters``, at most the calibration images and
-    ``2 n_impostors / (CLUSTER_MARGIN min_impostors(fmr))`` (each impostor pair counts in
-    two clusters; a cluster of average size then holds CLUSTER_MARGIN times the 1/FMR
-    impostors its FSN threshold needs - k-means clusters are uneven), at least 1; and why
-    it was capped (``""`` if not)."""
-    by_imp = int(2 * int(n_impostors) // (CLUSTER_MARGIN * min_impostors(float(fmr))))
-    k = max(1, min(int(clusters), int(n_images), by_imp))
+def cluster_cap(clusters: int, n_images: int, n_impostors: int | None = None,
+                fmr: float | None = None) -> tuple[int, str]:
+    """The number of k-means clusters: ``clusters``, at most the calibration images (k-means
+    needs a point per centre), at least 1; with ``n_impostors`` and ``fmr`` (FSN) also at
+    most ``2 n_impostors / (CLUSTER_MARGIN min_impostors(fmr))`` (each impostor pair
+    counts in two clusters; a cluster of average size then holds CLUSTER_MARGIN times the
+    1/FMR impostors its FSN threshold needs - k-means clusters are uneven). Returns the
+    number and why it was capped (``""`` if not)."""
+    k = max(1, min(int(clusters), int(n_images)))
+    why = f"{int(n_images)} calibration images"
+    if n_impostors is not None and fmr is not None:
+        need = min_impostors(float(fmr))
+        k = max(1, min(k, int(2 * int(n_impostors) // (CLUSTER_MARGIN * need))))
+        why += (f" and {int(n_impostors)} calibration impostor pairs (a cluster of average "
+                f"size gets {CLUSTER_MARGIN} x {need} impostor pairs at FMR {float(fmr):g})")
     if k == int(clusters):
         return k, ""
-    return k, (f"{k} clusters, not {int(clusters)}: {n_images} calibration images and "
-               f"{n_impostors} calibration impostor pairs (a cluster of average size "
-               f"gets {CLUSTER_MARGIN} x {min_impostors(float(fmr))} impostor pairs at FMR "
-               f"{float(fmr):g})")
+    return k, f"{k} clusters, not {int(clusters)}: {why}"
 
 
-def fit_kmeans(x: np.ndarray, k: int, seed: int) -> np.ndarray:
-    """The ``(k, d)`` centres of scikit-learn's k-means on ``x`` (seeded, one k-means++
-    initialisation). Its OpenMP threads are limited to one: their partial sums are added
-    in the order the threads finish, and the same config must give the same bytes."""
+#: FairCal's k-means initialisations (scikit-learn's ``n_init`` default before 1.4)
+N_INIT = 10
+
+
+def fit_kmeans(x: np.ndarray, k: int, seed: int, n_init: int = N_INIT) -> np.ndarray:
+    """The ``(k, d)`` centres of scikit-learn's k-means on ``x`` (seeded; ``n_init``
+    k-means++ initialisations, the lowest inertia kept). Its OpenMP threads are limited to
+    one: their partial sums are added in the order the threads finish, and the same
+    config must give the same bytes."""
     from sklearn.cluster import KMeans
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1, user_api="openmp"):
-        km = KMeans(n_clusters=int(k), n_init=1, random_state=int(seed)).fit(
+        km = KMeans(n_clusters=int(k), n_init=int(n_init), random_state=int(seed)).fit(
             np.asarray(x, np.float32))
     return np.asarray(km.cluster_centers_, np.float32)
 

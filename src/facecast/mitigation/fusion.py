@@ -42,9 +42,13 @@ class GroupShift:
 
     @property
     def bounds(self) -> tuple[float, float]:
-        """The range of shifted cosines: ``[-1 - max d, 1 - min d]`` (d includes 0)."""
-        off = np.r_[self.offsets, 0.0]
-        return -1.0 - float(off.max()), 1.0 - float(off.min())
+        """FairCal's ``gst`` range of shifted cosines: ``[-1 - max d, 1 - min d]`` over the
+        groups' offsets d (``approaches.py``: no 0 added; a mixed pair's unshifted score
+        outside the range is clipped by the beta map like any other); a cosine's [-1, 1]
+        without groups."""
+        if not len(self.offsets):
+            return -1.0, 1.0
+        return -1.0 - float(self.offsets.max()), 1.0 - float(self.offsets.min())
 
 
 def group_shift_fit(score: np.ndarray, label: np.ndarray, ga: np.ndarray, gb: np.ndarray,

@@ -48,7 +48,7 @@ def learned_record(res: Result, split: Split, counts: Mapping[str, int]) -> dict
         rec["cohort"] = {"size": len(ln["cohort"]["images"]), "top_k": ln["cohort"]["top_k"],
                          "images": ln["cohort"]["images"]}
     if "kmeans" in ln:
-        rec["kmeans"] = {"clusters": ln["kmeans"]["k"]}
+        rec["kmeans"] = {m: {"clusters": v["k"]} for m, v in ln["kmeans"].items()}
     for m in ("fsn", "group_thresholds"):
         if m in ln:
             rec[m] = _thresholds(ln[m])

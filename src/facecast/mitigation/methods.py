@@ -92,14 +92,15 @@ class Settings:
 class Result:
     """Per method, the evaluated pairs' scores and probabilities (and the calibration
     pairs' scores); what was learned (arrays and numbers, for the record and the leakage
-    test); notes for the log and report; each image's k-means cluster (``codes``)."""
+    test); notes for the log and report; each image's k-means cluster per method
+    (``codes``: ``fsn``, ``faircal``)."""
 
     scores: dict[str, np.ndarray] = field(default_factory=dict)
     probs: dict[str, np.ndarray] = field(default_factory=dict)
     cal_scores: dict[str, np.ndarray] = field(default_factory=dict)
     learned: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    codes: np.ndarray | None = None
+    codes: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def _cohort_part(im: Images, ev: Side, cal: Side, st: Settings, res: Result) -> None:
@@ -123,22 +124,32 @@ def _cohort_part(im: Images, ev: Side, cal: Side, st: Settings, res: Result) -> 
 
 
 def _kmeans_part(im: Images, ev: Side, cal: Side, st: Settings, res: Result) -> None:
-    if not {"fsn", "faircal"} & set(st.methods):
+    """k-means of the calibration images, one per cluster count: FSN's count is capped by
+    the calibration impostors (its thresholds need them), FairCal's only by the images;
+    equal counts share one fit, as FairCal's code shares its saved k-means."""
+    wanted = [m for m in ("fsn", "faircal") if m in st.methods]
+    if not wanted:
         return
     cal_images = np.unique(np.concatenate([cal.ia, cal.ib]))
     n_imp = int((cal.label == 0).sum())
-    k, why = cluster_cap(st.clusters, len(cal_images), n_imp, st.fmr)
-    if why:
-        res.notes.append(f"k-means: {why}")
-    centres = fit_kmeans(im.emb[cal_images], k, st.seed + 2)
-    res.learned["kmeans"] = {"k": k, "centres": centres}
-    res.codes = assign(im.emb, centres)
+    fits: dict[int, dict[str, Any]] = {}
+    res.learned["kmeans"] = {}
+    for m in wanted:
+        k, why = (cluster_cap(st.clusters, len(cal_images), n_imp, st.fmr) if m == "fsn"
+                  else cluster_cap(st.clusters, len(cal_images)))
+        if why:
+            res.notes.append(f"k-means ({m}): {why}")
+        if k not in fits:
+            centres = fit_kmeans(im.emb[cal_images], k, st.seed + 2)
+            fits[k] = {"k": k, "centres": centres, "codes": assign(im.emb, centres)}
+        res.learned["kmeans"][m] = {"k": k, "centres": fits[k]["centres"]}
+        res.codes[m] = fits[k]["codes"]
 
 
 def _fsn_part(im: Images, ev: Side, cal: Side, st: Settings, res: Result) -> None:
     if "fsn" not in st.methods:
         return
-    code, k = res.codes, res.learned["kmeans"]["k"]
+    code, k = res.codes["fsn"], res.learned["kmeans"]["fsn"]["k"]
     fsn = fsn_fit(cal.score, cal.label, code[cal.ia], code[cal.ib], k, st.fmr)
     res.learned["fsn"] = fsn
     if (~fsn.resolvable).any():
@@ -151,7 +162,7 @@ def _fsn_part(im: Images, ev: Side, cal: Side, st: Settings, res: Result) -> Non
 def _faircal_part(im: Images, ev: Side, cal: Side, st: Settings, res: Result) -> None:
     if "faircal" not in st.methods:
         return
-    code, k = res.codes, res.learned["kmeans"]["k"]
+    code, k = res.codes["faircal"], res.learned["kmeans"]["faircal"]["k"]
     cc = clustercal_fit(cal.score, cal.label, either_members(code[cal.ia], code[cal.ib], k),
                         beta_fit(cal.score, cal.label))
     _note_maps("faircal", cc, res)

@@ -53,51 +53,61 @@ def _num(v: float, scale: float = 1, sign: bool = False) -> str:
 
 
 def _verdict(r: pd.Series) -> str:
-    if r["note"]:
-        return r["note"]
-    return ("significant after Holm" if r["significant"] else
-            "not significant after Holm")
+    """``lower, significant`` / ``higher, significant`` / ``not significant``."""
+    if r["verdict"] in ("higher", "lower"):
+        return f"{r['verdict']}, significant"
+    return "not significant"
 
 
-def headline(diff: pd.DataFrame, method: str, model: str, protocol: str,
-             confidence: float) -> str:
-    """One sentence per method: what it does to Bias+/Bias- and what it costs in 10-fold
-    accuracy, each with its interval and verdict - whatever the table says."""
+def headline(diff: pd.DataFrame, method: str) -> str:
+    """One bullet's text per method, one or two short sentences: what it does to Bias+
+    and Bias- and what it costs in 10-fold accuracy (raw -> method, and whether the change
+    is significant after Holm); intervals and p-values stay in the tables."""
     sub = diff[diff["method"] == method].set_index("metric")
     bits = []
     for k, name in (("bias_pos", "Bias+"), ("bias_neg", "Bias-")):
         if k in sub.index:
             r = sub.loc[k]
-            if r["note"]:
-                bits.append(f"{name} {r['note']}")
-                continue
-            word = "lowers" if r["difference"] < 0 else "raises"
-            bits.append(f"{word} {name} from {_num(r['raw'])} to {_num(r['value'])} "
-                        f"({_num(r['difference'], sign=True)}, {confidence:.0%} CI, unadjusted, "
-                        f"[{_num(r['ci_lo'], sign=True)}, {_num(r['ci_hi'], sign=True)}], "
-                        f"{_verdict(r)})")
+            bits.append(f"{name} {r['note']}" if r["note"] else
+                        f"{name} {_num(r['raw'])} -> {_num(r['value'])} ({_verdict(r)})")
     r = sub.loc["accuracy"]
     if r["note"]:
-        cost = f"its 10-fold accuracy is {r['note']}"
+        cost = f"Accuracy {r['note']}."
     elif r["difference"] == 0:
-        cost = f"10-fold accuracy is unchanged ({_num(r['raw'], 100)} %)"
+        cost = f"Accuracy unchanged ({_num(r['raw'], 100)} %)."
     else:
-        word = "gains" if r["difference"] > 0 else "costs"
-        cost = (f"it {word} {_num(abs(r['difference']), 100)} accuracy points "
-                f"({_num(r['raw'], 100)} % -> {_num(r['value'], 100)} %, difference "
-                f"{_num(r['difference'], 100, sign=True)} [{_num(r['ci_lo'], 100, sign=True)}, "
-                f"{_num(r['ci_hi'], 100, sign=True)}], {_verdict(r)})")
-    return f"For {model} on {protocol}, {method} " + "; ".join(bits) + f"; {cost}."
+        cost = (f"Accuracy {_num(r['raw'], 100)} % -> {_num(r['value'], 100)} % "
+                f"({_num(r['difference'], 100, sign=True)} points, {_verdict(r)}).")
+    return f"`{method}`: " + "; ".join(bits) + ". " + cost
+
+
+def _value_notes(row: pd.Series) -> dict[str, str]:
+    """The wide table's ``note`` (``<metric>: n/a (...)``, "; "-joined) per metric."""
+    out = {}
+    for part in str(row.get("note") or "").split("; "):
+        metric, _, note = part.partition(": ")
+        if note:
+            out[metric] = note
+    return out
+
+
+def _not_run(row: pd.Series) -> bool:
+    """Whether the row is a method that did not run on this model (``status`` n/a)."""
+    return row.get("status", "ok") == "n/a"
 
 
 def _cell(row: pd.Series, k: str, scale: float) -> str:
-    if k not in row.index or np.isnan(row.get(k, np.nan)):
+    if _not_run(row):
         return "n/a"
+    if k not in row.index or np.isnan(row.get(k, np.nan)):
+        return _value_notes(row).get(k, "n/a")
     return (f"{_num(row[k], scale)} [{_num(row[f'{k}_lo'], scale)}, "
             f"{_num(row[f'{k}_hi'], scale)}]")
 
 
 def _diff_cell(row: pd.Series, k: str, scale: float) -> str:
+    if _not_run(row):
+        return "n/a"
     d = row.get(f"{k}_diff", np.nan)
     if not np.isfinite(d):
         return str(row.get(f"{k}_verdict") or "n/a") if f"{k}_verdict" in row.index else "-"
@@ -112,7 +122,9 @@ def table_markdown(table: pd.DataFrame, diff: pd.DataFrame, *, title: str,
     shown = [(k, h, s) for k, h, s in SHOWN if k in table.columns]
     head = "| method | " + " | ".join(h for _, h, _ in shown) + " |"
     sep = "|---" * (len(shown) + 1) + "|"
-    md = [f"# {title}", "", intro, "", "## What each method buys and costs", ""]
+    md = [f"# {title}", "", intro, "", "## What each method buys and costs", "",
+          "Each method against raw on the same evaluated pairs (raw -> method; "
+          "significance after Holm across the table; intervals in the tables below):", ""]
     md += [f"- {s}" for s in sentences] + ["", "## Values (95 % identity-clustered "
                                                "bootstrap intervals)", "", head, sep]
     for _, row in table.iterrows():
@@ -183,9 +195,8 @@ def write_outputs(out: Path, *, split: Split, result: Result, table: pd.DataFram
     write_text(out / "differences.csv", diff.to_csv(index=False))
     write_text(out / "learned.json", json.dumps(
         learned_record(result, split, counts), indent=1, sort_keys=True) + "\n")
-    conf = float(cfg.get("confidence", 0.95))
-    sentences = [headline(diff, m, model, protocol, conf) for m in table["method"]
-                 if m != "raw"]
+    sentences = [f"`{r['method']}`: {r['note']}." if _not_run(r) else headline(diff, r["method"])
+                 for _, r in table.iterrows() if r["method"] != "raw"]
     md = table_markdown(table, diff, title=f"Bias mitigation: {model} on {protocol} ({ds})",
                         intro=_intro(split, counts, diff, cfg), sentences=sentences)
     write_text(out / "table.md", md)

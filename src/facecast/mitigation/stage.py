@@ -31,17 +31,16 @@ from facecast.mitigation.inputs import (
     side,
 )
 from facecast.mitigation.methods import Images, Settings, learn_and_apply
-from facecast.mitigation.metrics import MethodState, metric_names
+from facecast.mitigation.metrics import metric_names
+from facecast.mitigation.replicates import bootstrap
 from facecast.mitigation.report import write_outputs
 from facecast.mitigation.split import Split, check_sides, split_by_fraction, split_by_source
-from facecast.mitigation.table import bootstrap_methods, build_tables, metric_notes
-from facecast.mitigation.targets import FUSION_METHODS
+from facecast.mitigation.table import add_unavailable, build_tables, metric_notes
+from facecast.mitigation.targets import EMBEDDING_METHODS, FUSION_METHODS, METHODS
 
 __all__ = ["run_mitigation"]
 
 log = logging.getLogger(__name__)
-#: methods that read embeddings
-EMBEDDING_METHODS = ("znorm", "tnorm", "ztnorm", "snorm", "asnorm", "fsn", "faircal")
 
 
 def _read_side(scores: str | os.PathLike, partner_paths: Sequence[str], model: str,
@@ -137,11 +136,18 @@ def run_mitigation(inputs: Mapping[str, Any], out_dir: str | os.PathLike,
                    methods: Sequence[str], partners: Sequence[str], fars: Sequence[float],
                    seed: int, model: str, protocol: str, ds: str,
                    source: tuple[str, str] | None = None,
-                   provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
+                   provenance: Mapping[str, Any] | None = None, threads: int = 1,
+                   unavailable: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Every output of one (model, protocol); returns the table. ``inputs``: ``scores``,
-    ``embeddings``, ``attributes`` (with groups), ``partners`` (paths, as ``partners``),
-    and with a calibration ``source`` (dataset, benchmark) ``cal_scores``,
-    ``cal_embeddings``, ``cal_partners``, ``cal_attributes``."""
+    ``embeddings`` (only where an embedding method runs), ``attributes`` (with groups),
+    ``partners`` (paths, as ``partners``), and with a calibration ``source`` (dataset,
+    benchmark) ``cal_scores``, ``cal_embeddings``, ``cal_partners``, ``cal_attributes``;
+    ``threads``: worker processes of a large table's bootstrap
+    (:mod:`facecast.mitigation.replicates`); ``unavailable``: methods that cannot run on
+    this model, each a table row of NaN with its note (a BFW score column's embedding
+    methods), logged."""
+    skip = dict(unavailable or {})
+    methods = [m for m in methods if m not in skip]
     fused = sorted([model, *partners]) if any(m in FUSION_METHODS for m in methods) else []
     split = _split(inputs, cfg, model=model, partners=partners, ds=ds, protocol=protocol,
                    seed=seed, source=source)
@@ -155,12 +161,9 @@ def run_mitigation(inputs: Mapping[str, Any], out_dir: str | os.PathLike,
                           _settings(cfg, methods, fused, seed))
     ann = annotate(ev, inputs.get("attributes"), fairness)
     fmr = float(cfg.get("fmr", 1e-3))
-    states = {m: MethodState(ann, res.scores[m], res.probs[m], fars=fars, fmr=fmr,
-                             fairness=fairness) for m in res.scores}
-    groups = states["raw"].groups
-    point, reps = bootstrap_methods(states, ev["identity_a"].to_numpy(),
-                                    ev["identity_b"].to_numpy(),
-                                    int(cfg.get("n_boot", 1000)), seed + 3)
+    groups, point, reps = bootstrap(ann, res.scores, res.probs, fars=fars, fmr=fmr,
+                                    fairness=fairness, n_boot=int(cfg.get("n_boot", 1000)),
+                                    seed=seed + 3, workers=threads)
     n_imp = int((ann["label"] == 0).sum())
     notes = metric_notes(metric_names(fars, groups), n_impostors=n_imp, fars=fars, fmr=fmr,
                          groups=groups)
@@ -171,6 +174,11 @@ def run_mitigation(inputs: Mapping[str, Any], out_dir: str | os.PathLike,
                                counts={"n_pairs": len(ev), "n_genuine": len(ev) - n_imp,
                                        "n_impostors": n_imp, "n_identities": n_ids})
     _log_missing(diff)
+    for m, why in skip.items():
+        log.warning("%s: %s - not computed on %s", m, why, model)
+        res.notes.append(f"{m}: {why}")
+    table, diff = add_unavailable(table, diff, skip, metrics=list(point["raw"]),
+                                  order=METHODS)
     write_outputs(Path(out_dir), split=split, result=res, table=table, diff=diff, cfg=cfg,
                   counts=counts, model=model, protocol=protocol, ds=ds, source=source,
                   provenance={**dict(provenance or {}), "stage": "mitigation",

@@ -1,10 +1,10 @@
 """The side-by-side table: every method's figures with identity-clustered bootstrap
 intervals, and each method's difference to ``raw`` with the comparison stage's paired test.
 
-One weight matrix per chunk of replicates serves every method
-(:func:`facecast.evaluate.resample.identity_weights`: a replicate draws the evaluated
-identities with replacement; a genuine pair weighs its identity's count, an impostor pair
-the product of its two identities' counts), so every difference is *paired*. Values:
+One identity draw per replicate serves every method
+(:mod:`facecast.mitigation.replicates`: a replicate draws the evaluated identities with
+replacement; a genuine pair weighs its identity's count, an impostor pair the product of
+its two identities' counts), so every difference is *paired*. Values:
 percentile intervals of the replicates. Differences (method - raw): the Wald test on the
 clustered bootstrap SE with t on G - 1 degrees of freedom and its interval
 (:func:`facecast.compare.inference.clustered_test`); Holm across every test of the table
@@ -14,9 +14,15 @@ Not a number (``note``, value and test NaN): TAR at a FAR the evaluated pairs ca
 resolve, and every figure at the global threshold when the target FMR cannot be resolved
 (``n/a (k impostors)``, facecast's one rule); Bias without fairness groups or without a
 cell that takes part; fewer than 3 identities or no bootstrap spread (the test's own
-notes); no test of a difference whose value or replicates are infinite (a max/min ratio
-over a group without false matches is ``inf``, facecast.fairness.threshold: the value and
-its interval are shown, the difference has no finite spread). The ``threshold`` lives on each method's own scale: reported, never tested.
+notes); a max/min ratio whose point estimate is infinite (a group without false matches
+under one with some, facecast.fairness.threshold) is ``n/a (0 false matches in <group>)``
+(false non-matches for FNMR), never ``inf``; no test of a difference whose replicates are
+infinite (the ratio's value and interval are shown, the difference has no finite spread).
+The ``threshold`` lives on each method's own scale: reported, never tested.
+
+A method that cannot run on the model (a BFW score column's embedding methods) is a row
+with ``status`` ``n/a``, every value NaN and its ``note``, and a differences row per metric
+with that note as its verdict (:func:`add_unavailable`): never silently missing.
 """
 
 from __future__ import annotations
@@ -26,15 +32,15 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
 from facecast.compare.inference import clustered_test, holm
 from facecast.evaluate.metrics import far_resolvable
-from facecast.evaluate.resample import identity_weights
-from facecast.fairness.threshold import unresolved_note
-from facecast.mitigation.metrics import LOWER_IS_BETTER, MethodState
+from facecast.fairness.threshold import unresolved_note, zero_rate_groups, zero_rate_note
+from facecast.mitigation.metrics import LOWER_IS_BETTER
+from facecast.mitigation.replicates import Point, Reps
 
-__all__ = ["DIFF_COLUMNS", "bootstrap_methods", "build_tables", "metric_notes"]
+__all__ = ["DIFF_COLUMNS", "RATIOS", "add_unavailable", "build_tables", "metric_notes",
+           "ratio_note"]
 
 #: columns of differences.parquet, in order
 DIFF_COLUMNS = ["method", "metric", "value", "value_lo", "value_hi", "raw", "difference",
@@ -44,30 +50,8 @@ DIFF_COLUMNS = ["method", "metric", "value", "value_lo", "value_hi", "raw", "dif
 NOT_TESTED = ("threshold",)
 #: metrics where higher is better
 HIGHER_IS_BETTER = ("accuracy", "auc", "fdr")
-#: per method and metric: a point estimate / its bootstrap replicates
-Point = dict[str, dict[str, float]]
-Reps = dict[str, dict[str, np.ndarray]]
-
-
-def bootstrap_methods(states: Mapping[str, MethodState], ida: np.ndarray, idb: np.ndarray,
-                      n_boot: int, seed: int, chunk: int = 16) -> tuple[Point, Reps]:
-    """``(point, replicates)``: per method and metric the point estimate and its
-    ``n_boot`` replicates; one identity-clustered weight draw per replicate, shared by
-    every method."""
-    n = len(ida)
-    point = {m: {k: float(v[0]) for k, v in st.metrics(np.ones((1, n)), point=True).items()}
-             for m, st in states.items()}
-    parts: dict[str, list[dict[str, np.ndarray]]] = {m: [] for m in states}
-    rng = np.random.default_rng(int(seed))
-    for w in tqdm(identity_weights(ida, idb, n_boot, rng, chunk), total=-(-n_boot // chunk),
-                  desc="bootstrap chunks", mininterval=5):
-        for m, st in states.items():
-            parts[m].append(st.metrics(w))
-    reps = {m: {k: np.concatenate([p[k] for p in ps]) if ps else np.zeros(0)
-                for k in point[m]} for m, ps in parts.items()}
-    return point, reps
-
-
+#: max/min ratios of the per-group rates: ``n/a (0 false matches in <group>)`` when infinite
+RATIOS = ("fmr_max_min", "fnmr_max_min")
 def metric_notes(names: Sequence[str], *, n_impostors: int, fars: Sequence[float],
                  fmr: float, groups: Sequence[str]) -> dict[str, str]:
     """Per metric, ``""`` or why it is not a number on these pairs (module docstring)."""
@@ -92,6 +76,20 @@ def _better(metric: str, d: float) -> object:
     return pd.NA
 
 
+def ratio_note(vals: Mapping[str, float], metric: str) -> str:
+    """``n/a (0 false matches in <group>)`` when ``fmr_max_min`` (``fnmr_max_min``: false
+    non-matches) of one method's point estimates ``vals`` is infinite - a group without a
+    false match under another group with some (:func:`facecast.fairness.threshold.
+    zero_rate_note`); ``""`` otherwise."""
+    rate = metric.removesuffix("_max_min")
+    if metric not in RATIOS or not np.isinf(vals.get(metric, np.nan)):
+        return ""
+    groups = [k.removeprefix(f"{rate}_") for k in vals
+              if k.startswith(f"{rate}_") and k != metric]
+    rates = [vals[f"{rate}_{g}"] for g in groups]
+    return zero_rate_note({rate: zero_rate_groups(groups, rates)})
+
+
 def _value_rows(point: Point, reps: Reps, notes: Mapping[str, str], confidence: float
                 ) -> list[dict[str, Any]]:
     q = (1.0 - confidence) / 2.0
@@ -100,7 +98,8 @@ def _value_rows(point: Point, reps: Reps, notes: Mapping[str, str], confidence: 
         for k, v in vals.items():
             r = reps[m][k]
             r = r[~np.isnan(r)]
-            note = notes.get(k, "") or ("n/a (no value)" if np.isnan(v) else "")
+            note = (notes.get(k, "") or ratio_note(vals, k)
+                    or ("n/a (no value)" if np.isnan(v) else ""))
             # a ratio with a zero minimum is inf (facecast.fairness.threshold): quantiles
             # pick sample values then, never inf - inf
             how = "linear" if np.isfinite(r).all() else "inverted_cdf"
@@ -163,7 +162,7 @@ def _wide(values: pd.DataFrame, diff: pd.DataFrame, counts: Mapping[str, int]
           ) -> pd.DataFrame:
     rows = []
     for m, sub in values.groupby("method", sort=False):
-        row: dict[str, Any] = {"method": m, **counts}
+        row: dict[str, Any] = {"method": m, "status": "ok", **counts}
         notes = []
         for r in sub.itertuples(index=False):
             row[r.metric], row[f"{r.metric}_lo"], row[f"{r.metric}_hi"] = (
@@ -178,3 +177,34 @@ def _wide(values: pd.DataFrame, diff: pd.DataFrame, counts: Mapping[str, int]
         row["note"] = "; ".join(dict.fromkeys(notes))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def add_unavailable(table: pd.DataFrame, diff: pd.DataFrame, unavailable: Mapping[str, str],
+                    *, metrics: Sequence[str], order: Sequence[str]
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(table, differences)`` with a row per method of ``unavailable`` (method -> note):
+    ``status`` ``n/a``, the counts of the evaluated pairs, every value NaN, ``note``; in
+    the differences one row per tested metric of ``metrics`` with the note as ``note`` and
+    ``verdict``, raw's value beside it, untested. Rows in ``order`` (others last)."""
+    if not unavailable:
+        return table, diff
+    counts = ["n_pairs", "n_genuine", "n_impostors", "n_identities"]
+    raw = table.set_index("method").loc["raw"]
+    rows = [{"method": m, "status": "n/a", **{c: raw[c] for c in counts}, "note": why}
+            for m, why in unavailable.items()]
+    extra = [{"method": m, "metric": k, "raw": raw[k], "test": "", "significant": False,
+              "better": pd.NA, "note": why, "verdict": why, "n_boot": 0}
+             for m, why in unavailable.items() for k in metrics if k not in NOT_TESTED]
+    rank = {m: i for i, m in enumerate(order)}
+
+    def ordered(frame: pd.DataFrame) -> pd.DataFrame:
+        key = frame["method"].map(lambda m: rank.get(m, len(rank)))
+        return frame.iloc[np.argsort(key.to_numpy(), kind="stable")].reset_index(drop=True)
+
+    wide = pd.concat([table, pd.DataFrame(rows)], ignore_index=True)
+    wide = wide.reindex(columns=list(table.columns))
+    more = pd.DataFrame(extra).reindex(columns=DIFF_COLUMNS)
+    long = pd.concat([f for f in (diff, more) if len(f)] or [diff], ignore_index=True)
+    long["significant"] = long["significant"].astype(bool)
+    long["better"] = long["better"].astype("boolean")
+    return ordered(wide), ordered(long)

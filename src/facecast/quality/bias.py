@@ -24,6 +24,7 @@ group (``fairness.protected``: the joined ``group`` and each protected attribute
 
 from __future__ import annotations
 
+import html
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -236,8 +237,9 @@ def _rejection_row(col: str, frac: float, attr: str, g: str, im: np.ndarray,
     return row
 
 
-def lower_summary(bias: pd.DataFrame, attribute: str = "group", top: int = 6) -> list[str]:
-    """One sentence per group: the measures on which it is significantly lower / higher."""
+def lower_summary(bias: pd.DataFrame, attribute: str = "group", top: int = 3) -> list[str]:
+    """One short sentence per group: how many measures it is significantly lower / higher
+    on, the ``top`` lowest named (the rest are in the table)."""
     out = []
     sub = bias[(bias["attribute"] == attribute) & (bias["status"] == "ok")]
     for g, rows in sub.groupby("group", sort=True):
@@ -247,6 +249,8 @@ def lower_summary(bias: pd.DataFrame, attribute: str = "group", top: int = 6) ->
         if len(low):
             parts.append(": " + ", ".join(f"{r.measure} ({r.text})"
                                           for r in low.head(top).itertuples()))
+            if len(low) > top:
+                parts.append(f" and {len(low) - top} more")
         parts.append(f"; significantly higher on {len(high)}")
         out.append("".join(parts) + ".")
     return out
@@ -292,7 +296,7 @@ def write_bias_outputs(out: Path, bias: pd.DataFrame, rejection: pd.DataFrame,
     body = ["<p>Quality bias per protected group: standardised difference of each group to "
             "the rest on values oriented higher = better (&lt; 0: the group's quality is "
             "lower), identity-clustered bootstrap intervals, Benjamini-Hochberg over the "
-            "table.</p>", "<ul>" + "".join(f"<li>{s}</li>" for s in summary) + "</ul>",
+            "table.</p>", "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in summary) + "</ul>",
             frame_html(bias, caption="bias per measure and group"),
             f"<p>Rejection: the lowest q of the images by each measure discarded; FNMR at "
             f"the one global threshold tau = {tau:.6g} before and after.</p>",

@@ -4,9 +4,10 @@ Snakemake's report shows an ``.html`` output inline (a Markdown or TSV output is
 download), so every table a person reads gets an HTML twin registered with ``report()``:
 
 * :func:`frame_html` renders a DataFrame as a ``<table>``;
-* :func:`markdown_html` renders the Markdown facecast writes (headings, paragraphs, pipe
-  tables; images become their alt text) so an ``.md`` report and its ``.html`` twin say
-  the same thing;
+* :func:`markdown_html` (from :mod:`facecast.report.markdown`, the one Markdown renderer)
+  renders the Markdown facecast writes (headings, paragraphs, lists, pipe tables, code,
+  links, emphasis; images become their alt text) so an ``.md`` report and its ``.html``
+  twin say the same thing;
 * :func:`write_html_page` / :func:`write_markdown_html` / :func:`write_tsv_html` write a
   whole page (one small inline style sheet, no scripts, no external files).
 
@@ -26,6 +27,10 @@ import numpy as np
 import pandas as pd
 
 from facecast.io.atomic import write_text
+from facecast.report.markdown import markdown_html
+
+__all__ = ["STYLE", "frame_html", "html_page", "markdown_html", "write_html_page",
+           "write_markdown_html", "write_tsv_html"]
 
 STYLE = """
 body { font-family: sans-serif; font-size: 14px; margin: 1em; color: #222; }
@@ -35,11 +40,10 @@ th { background: #eee; }
 td:first-child, th:first-child { text-align: left; }
 tr:nth-child(even) td { background: #f7f7f7; }
 caption { caption-side: top; text-align: left; font-weight: bold; padding: 4px 0; }
+p, li { max-width: 60em; line-height: 1.4; }
+li { margin: 0.2em 0; }
+pre { background: #f4f4f4; padding: 6px; overflow-x: auto; }
 """.strip()
-
-_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
-_SEPARATOR = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
-
 
 def _cell(value: object, digits: int) -> str:
     if value is None:
@@ -68,66 +72,6 @@ def frame_html(df: pd.DataFrame, *, caption: str | None = None, digits: int = 4,
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
     return (f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>" + "".join(rows)
             + "</tbody></table>")
-
-
-def _split_row(line: str) -> list[str]:
-    body = line.strip()
-    if body.startswith("|"):
-        body = body[1:]
-    if body.endswith("|") and not body.endswith("\\|"):
-        body = body[:-1]
-    cells = re.split(r"(?<!\\)\|", body)
-    return [c.strip().replace("\\|", "|") for c in cells]
-
-
-def markdown_html(text: str) -> str:
-    """The subset of Markdown facecast writes, as HTML body elements.
-
-    Headings (``#``..``####``), pipe tables (header, separator, rows), paragraphs; an image
-    ``![alt](file)`` becomes its alt text in brackets (the report shows figures itself).
-    """
-    out: list[str] = []
-    lines = text.splitlines()
-    i = 0
-    para: list[str] = []
-
-    def flush() -> None:
-        if para:
-            out.append("<p>" + html.escape(" ".join(para)) + "</p>")
-            para.clear()
-
-    while i < len(lines):
-        line = _IMAGE.sub(lambda m: f"[figure: {m.group(1)}]", lines[i]).rstrip()
-        stripped = line.strip()
-        if not stripped:
-            flush()
-            i += 1
-            continue
-        m = re.match(r"^(#{1,4})\s+(.*)$", stripped)
-        if m:
-            flush()
-            level = len(m.group(1))
-            out.append(f"<h{level}>{html.escape(m.group(2))}</h{level}>")
-            i += 1
-            continue
-        if (stripped.startswith("|") and i + 1 < len(lines)
-                and _SEPARATOR.match(lines[i + 1].strip())):
-            flush()
-            header = _split_row(stripped)
-            body = []
-            i += 2
-            while i < len(lines) and lines[i].strip().startswith("|"):
-                body.append(_split_row(lines[i]))
-                i += 1
-            head = "".join(f"<th>{html.escape(c)}</th>" for c in header)
-            rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
-                           for r in body)
-            out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
-            continue
-        para.append(stripped)
-        i += 1
-    flush()
-    return "\n".join(out)
 
 
 def html_page(title: str, body: str | Iterable[str]) -> str:

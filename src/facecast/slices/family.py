@@ -1,15 +1,31 @@
 """One error type's slices: the lattice over its relevant pairs, the family table, the
 tests of the candidates and the ranks (:func:`search_family`, :func:`test_family`).
 
-The Benjamini-Hochberg family of a run is **every slice of the lattice whose support can
-reach the minimum, over every searched error type**: each evaluated slice with at least
-``min_genuine`` (FNMR) / ``min_impostor`` (FMR) relevant pairs, plus each slice the
-bounds pruned before its support was known although all its predicates have that support
-(counted, with p = 1; :mod:`facecast.slices.search`). The family is fixed by the
-attributes and the labels alone, never by the errors; only candidates (a positive
-SliceLine score, enough pairs of the other label and identities) get a real p, every
-other member keeps p = 1, which can only make the correction stricter. So BH's guarantee
-holds for the run as a whole - both error types in one family.
+The Benjamini-Hochberg family of a run is, over every searched error type, each slice
+of the lattice (conjunctions of up to ``max_depth`` predicates of different columns)
+that was evaluated and has at least ``min_genuine`` (FNMR) / ``min_impostor`` (FMR)
+relevant pairs, plus each conjunction the bounds pruned before its support was known
+although every one of its predicates has that support (``pruned_supported``, counted
+with p = 1; :mod:`facecast.slices.search`). Per error type its size is
+
+    S1 + C - U
+
+with S1 the predicates that have the minimum support, C the conjunctions of depth
+2..max_depth of such predicates (of different columns), and U the conjunctions of C that
+the search evaluated and found below the minimum. S1 and C follow from the attributes
+and the labels alone; U does not: which conjunctions are evaluated is decided by
+SliceLine's score bounds, which read the errors at the threshold (a parent with no error
+or a bound <= 0 prunes its children; with no error at all nothing deeper is evaluated
+and U = 0). So the family depends on the errors, through the pruning only, and lies
+between the slices whose own support reaches the minimum (the errors prune nothing that
+counts) and S1 + C (they prune everything they can); pruning never removes a slice
+whose support reaches the minimum. Only candidates (a positive SliceLine score, enough
+pairs of the other label and identities) get a real p; every other member keeps p = 1.
+Raising p-values or adding members with p = 1 only raises BH's q-values, so the
+correction is at least as strict as BH over the slices that reach the support with
+their own p-values. The candidates and the pruning are chosen with the same errors the
+tests read, so the run's level is checked on nulls (tests/test_slices_null.py,
+benchmarks/slices_null.py), not derived.
 """
 
 from __future__ import annotations

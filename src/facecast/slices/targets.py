@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from facecast.config.columns import known_columns
-from facecast.evaluate.targets import job_config, protocol_applies
+from facecast.evaluate.targets import job_config, model_applies, protocol_applies
 from facecast.fairness.targets import (
     no_protocol_reason,
     section_datasets,
@@ -126,7 +126,8 @@ def targets(config: Mapping[str, Any], ds: str) -> list[str]:
         return []
     return [f"results/{ds}/slices/{m}/{p}/discovered.yaml"
             for m in models(config) for p in protocols(config)
-            if protocol_applies(config, ds, p) and mitigated_applies(config, ds, m, p)]
+            if protocol_applies(config, ds, p) and mitigated_applies(config, ds, m, p)
+            and model_applies(config, ds, split_model(m)[0], p)]
 
 
 def report_kw(name: str) -> dict[str, Any]:

@@ -1,6 +1,8 @@
 """Image features pooled into template features, as insightface's IJB evaluation does.
 
-insightface (``recognition/_evaluation_/ijb/ijb_11.py``): the image feature is the model's
+This reproduces the behaviour of ``image2template_feature`` and the feature preparation
+of insightface's ``recognition/_evaluation_/ijb/ijb_11.py`` (compared with its recorded
+outputs in ``tests/test_templates.py``): the image feature is the model's
 raw (not normalised) feature - with flip test the sum of the raw features of the image and
 its mirror, which the embed stage already computes for models with ``flip: true`` - times
 the image's faceness score; the features of the images of one media are averaged, the
@@ -11,8 +13,8 @@ images directly, each counting once).
 
 Vectorised: one sort by (template, media) and one sparse (templates x images) weight
 matrix - weight 1/(images of the media) - applied to the features in float64, as the
-reference accumulates (the reference's per-media ``np.mean`` of float32 features rounds
-to float32, so template features agree with it to about 1e-7); 227k images pool in about
+reference accumulates (the reference's per-media mean of float32 features rounds to
+float32, so template features agree with it to about 1e-7); 227k images pool in about
 a second.
 """
 

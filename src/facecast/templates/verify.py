@@ -1,20 +1,22 @@
-"""TAR at FAR of template pairs read off the ROC the way insightface's ``ijb_11.py`` does.
+"""TAR at FAR of template pairs, read off the ROC as insightface's IJB evaluation does.
 
-The reference computes ``fpr, tpr, _ = sklearn.metrics.roc_curve(label, score)`` (with
-sklearn's default ``drop_intermediate=True``), flips both arrays (``np.flipud``, "select
-largest tpr at same fpr") and, for each FAR ``x`` of ``1e-6 ... 1e-1``, reports
-``tpr[min_index]`` with ``_, min_index = min(zip(abs(fpr - x), range(len(fpr))))``: the
-ROC point whose FAR is nearest to ``x`` (it may lie above ``x``), and - because of the
-flip - of equally near points the LAST one in ROC order: the top of a vertical ROC step,
-or the higher FAR of two points equally far from ``x`` on either side. So a model that
-separates genuine and impostor pairs perfectly reads TAR 1.0 at every FAR.
-:func:`insightface_roc` rebuilds exactly that curve from
+This module reproduces the behaviour of the TAR table of insightface's
+``recognition/_evaluation_/ijb/ijb_11.py`` (the loop after its ``x_labels``): the ROC is
+scikit-learn's ``roc_curve`` of the labels and scores (with its default of dropping
+collinear interior points); both arrays are reversed ("select largest tpr at same fpr");
+for each FAR of 1e-6 ... 1e-1 the TAR reported is that of the ROC point whose FAR is
+nearest to the target (it may lie above it) and - because of the reversal - of equally
+near points the last one in ROC order: the top of a vertical ROC step, or the higher FAR
+of two points equally far from the target on either side. So a model that separates
+genuine and impostor pairs perfectly reads TAR 1.0 at every FAR.
+:func:`insightface_roc` rebuilds that curve from
 :func:`facecast.evaluate.metrics.roc_points` (every distinct score) and :func:`tar_table`
 reads it out the same way (:func:`nearest_index`), adding what the reference leaves
 unsaid: the FAR actually reached, the threshold, the pair counts and ``resolvable`` -
 false when there are fewer than ``1 / FAR`` impostor pairs
 (:func:`facecast.evaluate.metrics.far_resolvable`), so that no fraction of one impostor
-is passed off as a measured rate.
+is passed off as a measured rate. ``tests/test_templates.py`` compares both with what
+``ijb_11.py`` itself returned on hostile ROCs (``tests/data/reference/insightface/``).
 """
 
 from __future__ import annotations
