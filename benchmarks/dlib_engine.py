@@ -11,13 +11,18 @@ CUDA, faces per wall second. Rows:
     ``affine_`` folded into its convolution) at ``--batch-sizes``, three ways:
     ``nchw`` (plain contiguous tensors), ``channels_last`` (what the engine runs) and
     ``frozen`` (``torch.jit.trace`` + ``freeze`` + ``optimize_for_inference``),
-  * ``embed``: the whole ``DlibEmbedder.embed`` of the torch engine, ArcFace crop in
-    (chip resampling included), descriptor out,
+  * ``embed``: the whole ``DlibEmbedder.embed`` of the torch engine, uint8 ArcFace crops
+    in host memory in (upload and chip resampling included: on CUDA the chips are cut on
+    the GPU, :mod:`facecast.embed.dlib_chips`), descriptors in host memory out,
 
 with the speed-up over dlib and the largest |difference| of a descriptor coordinate between
 the engines on the same chips (the chips are face-like: the astronaut's face, shifted and
-re-lit). Every figure is the best of 3 timed passes. The default is quick (well under a
-minute on one loaded core):
+re-lit). Every figure is the best of 3 timed passes. Last lines: on CUDA, whether the chips
+cut on the GPU equal the CPU path's bit for bit, and issue 40.4's goal at the largest batch
+size, ``dlib embed within 2x of network: PASS|FAIL (ratio R)`` (R = network-alone
+``channels_last`` faces/s over ``embed`` faces/s); on the CPU the ratio is printed with
+``n/a`` for the verdict (the goal is for CUDA). The default is quick (well under a minute on
+one loaded core):
 
     .venv/bin/python benchmarks/dlib_engine.py
     .venv/bin/python benchmarks/dlib_engine.py --n 256 --dlib-n 64 --batch-sizes 1,8,16,64
@@ -38,6 +43,7 @@ import numpy as np
 import torch
 from skimage.data import astronaut
 
+from facecast.embed.dlib_chips import chip_plan, device_chips
 from facecast.embed.dlib_resnet import (
     DlibEmbedder,
     arcface_to_dlib_chips,
@@ -117,6 +123,29 @@ def network_rows(emb: DlibEmbedder, chips: np.ndarray, batch_sizes: list[int],
     return rows
 
 
+#: issue 40.4: on CUDA, ``embed`` at least half as fast as the network alone
+GOAL_RATIO = 2.0
+
+
+def chip_check(crops: torch.Tensor, cpu_chips: np.ndarray, device: torch.device) -> str:
+    """Whether chips cut on ``device`` equal the CPU path's, as one printable line."""
+    plan = chip_plan(chip_sampling_grid(int(crops.shape[1])), int(crops.shape[1])).to(device)
+    got = device_chips(crops.to(device), plan).cpu().numpy()
+    differ = int((got != cpu_chips).sum())
+    return (f"{device.type} chips == CPU chips: {'PASS' if differ == 0 else 'FAIL'} "
+            f"({differ} of {got.size} values differ)")
+
+
+def goal_line(network: float, embed: float, bs: int, device: torch.device) -> str:
+    """The goal's verdict: network-alone over whole-``embed`` faces/s at batch ``bs``."""
+    ratio = network / max(embed, 1e-9)
+    head = (f"batch {bs}: network alone {network:.1f} faces/s, whole embed {embed:.1f} "
+            f"faces/s\ndlib embed within 2x of network: ")
+    if device.type != "cuda":
+        return head + f"n/a (the goal is for CUDA; {device.type} ratio {ratio:.2f})"
+    return head + f"{'PASS' if ratio <= GOAL_RATIO else 'FAIL'} (ratio {ratio:.2f})"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=64, help="faces per torch figure")
@@ -142,12 +171,20 @@ def main() -> None:
     diff = np.abs(emb.embed_chips(chips[:args.dlib_n]) - ref).max()
     print(f"max |torch - dlib| per descriptor coordinate: {diff:.2e}")
     print(f"{'variant':<14} {'batch':>5} {'faces/s':>9} {'x dlib':>7}")
+    net_fps: dict[tuple[str, int], float] = {}
+    embed_fps: dict[int, float] = {}
     for name, bs, fps in network_rows(emb, chips[:args.n], sizes, device):
         print(f"{name:<14} {bs:>5} {fps:>9.1f} {fps / dlib_fps:>7.1f}")
+        net_fps[(name, bs)] = fps
     tcrops = torch.from_numpy(crops[:args.n])
     for bs in sizes:
         fps = faces_per_s(emb.embed, batches(tcrops, bs), args.n)
+        embed_fps[bs] = fps
         print(f"{'embed':<14} {bs:>5} {fps:>9.1f} {fps / dlib_fps:>7.1f}")
+    if device.type != "cpu":
+        print(chip_check(tcrops, chips[:args.n], device))
+    print(goal_line(net_fps[("channels_last", max(sizes))], embed_fps[max(sizes)],
+                    max(sizes), device))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Embedding throughput: PNG decoding and each backend, at a few batch sizes.
+"""Embedding throughput: crop decoding and each backend, at a few batch sizes.
 
 Prints a table of images per second:
 - ``decode``: PNG bytes -> uint8 tensor batches through the decode threads (``--workers``),
@@ -21,6 +21,20 @@ it finishes in well under 2 minutes on 2 cores. Bigger runs go behind flags:
     python benchmarks/embed_throughput.py --n 512 --batch-sizes 16,64 --arch r100  # CPU, full
     python benchmarks/embed_throughput.py --device cuda --amp fp16 --n 20000 \\
         --batch-sizes 256,512,1024 --workers 12 --backends iresnet --arch r100  # GPU goal
+    # model speed (issue 40): half weights + channels-last (the CUDA fp16 default), then
+    # compiled; each prints "PASS/FAIL: r100 fp16 model-only ... (goal >= 16000)" and the
+    # compile seconds per job (--inference eager: autocast alone, for comparison)
+    python benchmarks/embed_throughput.py --device cuda --amp fp16 --n 20480 \
+        --batch-sizes 512 --backends iresnet --arch r100 [--compile]
+
+``--decode-scaling`` instead prints crops/s of decoding 112 px PNG crops in batches of 64
+on 1, 2, 4, 8 and 16 threads (up to ``os.cpu_count()``) with the stage's decoder
+(:class:`facecast.embed.data.CropBatches`: OpenCV, which releases the GIL) and with Pillow
+(the decoder before; it holds the GIL for part of each crop), ``--decode-n`` crops, best of
+``--decode-repeat``; its last line is ``decode scaling: 1 thread A crops/s, N threads B
+crops/s, ratio R`` for the stage's decoder. Seconds on 2 cores:
+
+    python benchmarks/embed_throughput.py --decode-scaling
 
 ``--per-arch`` instead prints faces/s of the ``arcface_torch`` backend for each of its
 architectures (r18 ... r200, mbf, mbf_large, vit_t, vit_s, vit_b; random weights saved
@@ -97,7 +111,8 @@ def model_cfgs(args, tmp: Path, n_fit: int) -> dict[str, dict]:
                 path = str(tmp / "backbone.pth")
                 torch.save(build_iresnet(args.arch).state_dict(), path)
             cfgs[f"iresnet-{args.arch}"] = {"backend": "iresnet", "weights": path,
-                                            "arch": args.arch}
+                                            "arch": args.arch, "inference": args.inference,
+                                            "compile": args.compile}
         elif b == "facenet":
             path = args.facenet_weights
             if not path:
@@ -136,6 +151,61 @@ def dlib_threads_figure(emb, decoded: torch.Tensor) -> str:
         out.append(f"{workers} thread(s): {n / wall:.1f} img/s, {cpu / wall:.2f} CPU s per "
                    "wall s")
     return "dlib from Python threads: " + "; ".join(out)
+
+
+def _pillow_batch(blobs: list[bytes], size: int) -> np.ndarray:
+    """Pillow's decode of a batch (what the stage used before OpenCV), for comparison."""
+    import io
+
+    from PIL import Image
+
+    out = np.zeros((len(blobs), size, size, 3), np.uint8)
+    for i, b in enumerate(blobs):
+        with Image.open(io.BytesIO(b)) as im:
+            out[i] = np.asarray(im.convert("RGB"))
+    return out
+
+
+def decode_rate(decoder: str, pngs: list[bytes], threads: int, repeat: int,
+                batch: int = 64) -> float:
+    """Best crops/s over ``repeat`` runs of decoding ``pngs`` in batches on ``threads``
+    threads, with the stage's decoder (``opencv``: CropBatches) or ``pillow``."""
+    from facecast.embed.data import CropBatches
+    from facecast.parallel import ordered_prefetch
+
+    ds = CropBatches(pngs, np.arange(len(pngs)), batch, 112)
+    if decoder == "opencv":
+        load = ds.__getitem__
+    else:
+        def load(b: int) -> np.ndarray:
+            return _pillow_batch(pngs[b * batch:(b + 1) * batch], 112)
+    best = 0.0
+    for _ in range(max(1, repeat)):
+        t = time.perf_counter()
+        for _ in ordered_prefetch(load, range(len(ds)), threads):
+            pass
+        best = max(best, len(pngs) / (time.perf_counter() - t))
+    return best
+
+
+def decode_scaling(args) -> None:
+    """crops/s of the stage's decoder and of Pillow at 1, 2, 4, 8, 16 threads (<= cores)."""
+    import os
+
+    cores = os.cpu_count() or 1
+    counts = [t for t in (1, 2, 4, 8, 16) if t <= cores]
+    pngs = make_pngs(args.decode_n, 112)
+    print(f"decode 112 px PNG crops: {len(pngs)} crops, batches of 64, {cores} cores, best "
+          f"of {args.decode_repeat}", flush=True)
+    rates: dict[str, dict[int, float]] = {}
+    for decoder in ("opencv", "pillow"):
+        decode_rate(decoder, pngs[:256], 1, 1)  # warm-up (imports, allocator)
+        rates[decoder] = {t: decode_rate(decoder, pngs, t, args.decode_repeat) for t in counts}
+        print(f"  {decoder:<8}" + "".join(f"{t:>4} thr {r:>9.0f}/s" for t, r in
+                                          rates[decoder].items()), flush=True)
+    a, b = rates["opencv"][1], rates["opencv"][counts[-1]]
+    print(f"decode scaling: 1 thread {a:.0f} crops/s, {counts[-1]} threads {b:.0f} crops/s, "
+          f"ratio {b / a:.2f}")
 
 
 def per_arch(args) -> None:
@@ -182,6 +252,21 @@ def per_arch(args) -> None:
         print(f"{arch:<10}{dev:<8}{amp:<6}{bs:>6}{rate:>12.1f}")
 
 
+def model_goal(emb, args, bs: int, rate: float) -> str:
+    """The iresnet model-only line: mode, compile time per job, and on CUDA for r100 fp16
+    the PASS/FAIL of issue 40's goal (>= 16000 faces/s)."""
+    compile_s = getattr(emb, "compile_seconds", None)
+    line = (f"{emb.name} batch {bs}: inference {emb.inference}, compiled "
+            f"{compile_s is not None}" + (f" (compile {compile_s:.1f} s per job; with it a job "
+                                          f"of {args.n} faces runs at "
+                                          f"{args.n / (args.n / rate + compile_s):.0f} faces/s)"
+                                          if compile_s is not None else ""))
+    if emb.device.type == "cuda" and args.arch == "r100" and args.amp == "fp16":
+        verdict = "PASS" if rate >= 16000 else "FAIL"
+        line += f"\n{verdict}: r100 fp16 model-only {rate:.0f} faces/s (goal >= 16000)"
+    return line
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=64, help="images per measurement")
@@ -194,13 +279,26 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--iresnet-weights", default="")
     ap.add_argument("--facenet-weights", default="")
+    ap.add_argument("--inference", default="auto",
+                    help="iresnet inference mode (auto = half weights + channels-last on "
+                         "CUDA under fp16/bf16; eager = autocast alone)")
+    ap.add_argument("--compile", action="store_true",
+                    help="iresnet through torch.compile (compile time printed per job)")
     ap.add_argument("--per-arch", action="store_true",
                     help="faces/s of each arcface_torch arch (CPU; r100/vit_b also on CUDA)")
     ap.add_argument("--archs", default="all", help="--per-arch: CPU archs (comma list)")
     ap.add_argument("--gpu-archs", default="r100,vit_b", help="--per-arch: archs on CUDA")
     ap.add_argument("--cpu-threads", type=int, default=2, help="--per-arch: CPU threads")
     ap.add_argument("--cpu-n", type=int, default=16, help="--per-arch: faces per CPU figure")
+    ap.add_argument("--decode-scaling", action="store_true",
+                    help="crops/s of PNG decoding at 1..16 threads (OpenCV and Pillow)")
+    ap.add_argument("--decode-n", type=int, default=1024, help="--decode-scaling: crops")
+    ap.add_argument("--decode-repeat", type=int, default=3,
+                    help="--decode-scaling: runs per figure (best is kept)")
     args = ap.parse_args()
+    if args.decode_scaling:
+        decode_scaling(args)
+        return
     if args.per_arch:
         if torch.cuda.is_available():
             torch.backends.cudnn.benchmark = True
@@ -241,6 +339,8 @@ def main() -> None:
 
                 rows.append((name, str(emb.device), bs, timed(model_only, args.n),
                              timed(end_to_end, args.n)))
+                if cfg.get("backend") == "iresnet":
+                    notes.append(model_goal(emb, args, bs, rows[-1][3]))
     print(f"\n{'what':<18}{'device':<8}{'batch':>6}{'model img/s':>14}{'end-to-end img/s':>18}")
     for what, dev, bs, a, b in rows:
         b_txt = f"{b:>18.1f}" if isinstance(b, float) else f"{b:>18}"

@@ -1,6 +1,6 @@
 """Speed of the issue-14 label stages on generated data (no images, no model downloads).
 
-- measurements + batched PnP pose of N 68-point shapes (:mod:`facecast.labels.landmarks`)
+- measurements + batched PnP pose of N 68-point shapes (:mod:`facecast.attributes.landmarks68`)
 - the label audit's core: out-of-fold logistic regression + cleanlab + suspect ranking on a
   generated label table (identities x images, 6 attributes, 64-D simulated embeddings)
 - descriptions: composing + parsing + caption verification + retrieval
@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from facecast.attributes.landmarks68 import head_pose, measurements
 from facecast.datasets.label_noise import DEMO_LABEL_NOISE, plant_label_noise
 from facecast.labels.agreement import fleiss_kappa_by_group
 from facecast.labels.describe import run_describe
-from facecast.labels.landmarks import head_pose, measurements
 from facecast.labels.rules import DEMO_RULES, evaluate_rules
 from facecast.labels.suspects import oof_probabilities, rank_suspects
 

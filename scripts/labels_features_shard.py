@@ -1,8 +1,8 @@
-"""Rule features_shard: dlib 68-point landmarks and measurements of one faces shard."""
+"""Rule features_shard: the landmark shard (dlib 68 points, measurements, pose) of one faces
+shard, where the ofiq scorer does not fit the points."""
 
 from facecast.labels.stage import run_features_shard
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
-    run_features_shard(snakemake.input.faces, snakemake.output[0],
-                       margin=float(snakemake.params.margin), provenance=ctx.provenance)
+    run_features_shard(snakemake.input.faces, snakemake.output[0], provenance=ctx.provenance)

@@ -473,3 +473,78 @@ def test_pixel_natives_of_a_flat_and_a_split_face():
 
 def _linear(x: float) -> float:
     return ((x + 0.055) / 1.055) ** 2.4 if x > 0.04045 else x / 12.92
+
+
+# ------------------------------------------------------------------ one fit, two readers
+
+def test_one_landmark_fit_serves_ofiq_and_features(yale_faces, yale_scores, tmp_path):
+    """Issue 40.7: the ofiq job's landmark shard equals the features_shard route's table,
+    its ofiq columns equal a run without it, and every hostile row keeps a status."""
+    from facecast.attributes.landmarks68 import head_pose, measurements
+    from facecast.attributes.ofiq_landmarks import fit_68, load_predictor
+    from facecast.attributes.scoring import score_shard
+    from facecast.faces.align import facenet_box
+    from facecast.faces.crops import decode_crop
+    from facecast.labels.features import run_features_shard
+
+    t = pd.read_parquet(yale_faces).head(6).copy()
+    t.loc[0, "crop_facenet"] = None
+    t.loc[1, "bbox"] = None
+    t.loc[2, "status"] = "no_face"
+    t.loc[3, "crop_facenet"] = t.loc[3, "crop_facenet"][:40]  # truncated PNG
+    faces = tmp_path / "faces.parquet"
+    t.to_parquet(faces)
+    scores = score_shard("ofiq", faces, tmp_path / "o.parquet", {},
+                         landmarks_out=tmp_path / "lm.parquet")
+    plain = score_shard("ofiq", faces, tmp_path / "plain.parquet", {})
+    pd.testing.assert_frame_equal(scores, plain)
+    ok_ids = t["image_id"].iloc[4:].tolist()
+    ref = yale_scores.set_index("image_id").loc[ok_ids].reset_index()
+    pd.testing.assert_frame_equal(scores.iloc[4:].reset_index(drop=True), ref)
+
+    shared = pd.read_parquet(tmp_path / "lm.parquet")
+    run_features_shard(faces, tmp_path / "f.parquet")  # where the ofiq scorer does not run
+    alone = pd.read_parquet(tmp_path / "f.parquet")
+    pd.testing.assert_frame_equal(shared, alone)
+    assert shared["status"].tolist() == ["no_crop", "no_crop", "no_face", "landmark_error",
+                                         "ok", "ok"]
+    assert shared.loc[2, "message"] == "faces status no_face"
+    assert "does not decode" in shared.loc[3, "message"]
+    assert shared.loc[:3, "landmarks"].isna().all() and shared.loc[:3, "m_nose_width"].isna().all()
+    # the ok rows: dlib inside the box mapped into the crop, back as x1 + p / sx
+    pred = load_predictor()
+    for i in (4, 5):
+        r = t.iloc[i]
+        b = np.asarray(r["bbox"], dtype=float)
+        x1, y1, x2, y2 = facenet_box(b, (int(r["image_width"]), int(r["image_height"])), 160,
+                                     14.0)
+        sx, sy = 160 / (x2 - x1), 160 / (y2 - y1)
+        box = np.array([(b[0] - x1) * sx, (b[1] - y1) * sy, (b[2] - x1) * sx, (b[3] - y1) * sy])
+        p = fit_68(pred, decode_crop(r["crop_facenet"]), box)
+        img = np.stack([x1 + p[:, 0] / sx, y1 + p[:, 1] / sy], axis=1)
+        assert shared.loc[i, "landmarks"].tolist() == img.reshape(-1).astype(np.float32).tolist()
+        assert shared.loc[i, "m_nose_width"] == measurements(p[None])["nose_width"][0]
+        pose = head_pose(p[None], 160.0)[0]
+        np.testing.assert_allclose(shared.loc[i, ["pose_yaw", "pose_pitch", "pose_roll"]]
+                                   .to_numpy(float), pose, rtol=0, atol=1e-9)
+
+
+def test_the_landmark_fit_is_shared_only_where_both_run():
+    """features read the ofiq job's landmark shards when facecast's ofiq scorer runs and
+    the features are on; the real OFIQ fits no dlib points, so features_shard runs."""
+    from facecast.attributes.targets import LANDMARKS, ofiq_writes_landmarks, score_regex
+    from facecast.labels.targets import FEATURES_SHARD, feature_shards
+
+    def shards(cfg: dict) -> list[str]:
+        return feature_shards(cfg, "demo", lambda pat, ds: [pat.format(ds=ds, shard="s0")])
+
+    cfg = _config(scorers=["native", "ofiq"])
+    cfg["features"] = {"enabled": True}
+    assert ofiq_writes_landmarks(cfg) and "ofiq" not in score_regex(cfg).split("|")
+    assert shards(cfg) == [LANDMARKS.format(ds="demo", shard="s0")]
+    for other in (_config(scorers=["native", "ofiq"], ofiq={"models_dir": "/x"}),
+                  _config(scorers=["native"]), {**cfg, "features": {"enabled": False}}):
+        other.setdefault("features", {"enabled": True})
+        assert not ofiq_writes_landmarks(other)
+        assert "ofiq" in score_regex(other).split("|")
+        assert shards(other) == [FEATURES_SHARD.format(ds="demo", shard="s0")]

@@ -18,7 +18,7 @@ from facecast.config.fair_sets import BFW_COLUMNS, score_columns
 from facecast.datasets.checks import config_errors
 from facecast.datasets.stage import build_manifest
 from facecast.evaluate.resolve import attach_manifest
-from facecast.evaluate.set_protocols import attach_paths, given_scores
+from facecast.evaluate.set_protocols import given_scores
 from facecast.evaluate.stage import evaluate_given_scores, write_set_protocol
 from facecast.fairness.bfw_table import write_bfw_table
 from facecast.fairness.group_thresholds import group_threshold_table
@@ -124,7 +124,10 @@ def test_config_errors_name_the_key(tmp_path):
     assert set(BFW_COLUMNS) <= set(csv.columns)
 
 
-def test_vectorised_path_lookup_equals_attach_manifest():
+def test_path_lookup_takes_a_paths_first_manifest_row():
+    """The shared lookup (every protocol importer and BFW's million-row table): a path
+    listed twice in the manifest (its second row ``duplicate``) resolves to its first row,
+    as a plain per-pair dictionary lookup does."""
     man = pd.DataFrame({"image_id": ["a/1.jpg", "a/2.jpg", "b/1.jpg", "b/1.jpg//dup1"],
                         "path": ["a/1.jpg", "a/2.jpg", "b/1.jpg", "b/1.jpg"],
                         "identity": ["A", "A", "B", "B"],
@@ -132,10 +135,23 @@ def test_vectorised_path_lookup_equals_attach_manifest():
     raw = pd.DataFrame({"fold": ["1", "1", "2", "2"], "label": [0, 1, 0, 0],
                         "path_a": ["a/1.jpg", "a/2.jpg", "/b/1.jpg", "zz/9.jpg"],
                         "path_b": ["b/1.jpg", "a/1.jpg", "a/1.jpg", ""]})
-    got = attach_paths(raw, man)
+    got = attach_manifest(raw, man)
     assert got.equals(attach_manifest(raw, man.drop_duplicates("path")))
     assert got["status"].tolist() == ["ok", "missing", "ok", "not_in_manifest"]
     assert got["identity_a"].iat[3] == "zz" and got["image_a"].iat[2] == "b/1.jpg"
+    first: dict = {}
+    for row in man.itertuples():
+        first.setdefault(row.path, row)
+    for side in ("a", "b"):
+        for k, path in enumerate(raw[f"path_{side}"].str.lstrip("/")):
+            row = first.get(path)
+            assert got[f"image_{side}"].iat[k] == (row.image_id if row else path)
+            assert got[f"identity_{side}"].iat[k] == (row.identity if row else
+                                                       path.rpartition("/")[0])
+            state = row.status if row else "not_in_manifest"
+            assert f"image_{side}: {state}" in got["message"].iat[k] or state == "ok"
+    prefixed = raw.assign(path_a="data/" + raw["path_a"], path_b="data/" + raw["path_b"])
+    assert attach_manifest(prefixed, man, strip_prefix="data/").equals(got)
 
 
 def test_threshold_table_laid_out_as_bfw(tmp_path):

@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 
 from facecast.cli import main as cli_main
-from facecast.compare.inference import clustered_test, holm
+from facecast.compare.inference import clustered_test
 from facecast.compare.paired import _weighted_auc, align, compare_pair, fold_correct
 from facecast.compare.stage import leaderboard, run_compare
 from facecast.evaluate.metrics import auc_score, kfold_accuracy
+from facecast.labels.estimators_stats import holm
 
 
 def scored(n_ids: int = 60, per_id: int = 4, seed: int = 0, noise: float = 0.0,

@@ -201,5 +201,5 @@ def test_every_cpu_forward_has_the_micro_batch_shape(thread_safe):
     assert set(spy.shapes) == {MICRO}  # padded: never 1, 7 or 9 crops at once
     info = batch_invariance(spy, 0)
     assert info["batch_invariant"] is False and "cpu_micro_batch 0" in info["batch_invariance"]
-    spy.device = torch.device("cuda")
-    assert batch_invariance(spy, MICRO)["batch_invariant"] is False
+    spy.device, spy.amp = torch.device("cuda"), "none"  # CUDA: test_embed_cuda_settings.py
+    assert batch_invariance(spy, MICRO, tf32=True)["batch_invariant"] is False

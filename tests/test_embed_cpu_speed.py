@@ -120,7 +120,7 @@ def test_a_rewritten_model_that_differs_is_not_used(mbf, monkeypatch, caplog):
 
 def test_unknown_mode_is_refused(mbf):
     with pytest.raises(ValueError, match="inference must be one of auto, eager, fused, "
-                                         "frozen, got 'fast'"):
+                                         "frozen, half, got 'fast'"):
         _embedder(mbf[1], "fast")
 
 

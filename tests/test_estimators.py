@@ -17,7 +17,7 @@ from scipy import stats
 from facecast.attributes.estimates import FAIRFACE_RACE_COLUMNS, TRUTH_OF_COLUMN
 from facecast.datasets.fairface import FAIRFACE_RACES, age_bin
 from facecast.datasets.utkface import RACE_FROM_FAIRFACE, UTK_RACES
-from facecast.labels.estimators import Settings, confusion_table, estimator_table
+from facecast.labels.estimators import Settings, estimator_tables
 from facecast.labels.estimators_stats import (
     bootstrap_mean_interval,
     fisher_p,
@@ -64,7 +64,7 @@ S = Settings(min_n=30, n_boot=400, seed=7)
 def utk():
     attrs = utk_table()
     manifest = manifest_of(attrs)
-    return attrs, manifest, estimator_table(attrs, manifest, S)
+    return attrs, manifest, *estimator_tables(attrs, manifest, S)
 
 
 def test_holm_by_hand():
@@ -102,7 +102,7 @@ def _independent(attrs: pd.DataFrame, manifest: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_gender_accuracy_intervals_and_tests(utk):
-    attrs, manifest, table = utk
+    attrs, manifest, table, _ = utk
     df = _independent(attrs, manifest)
     rows = table[(table["estimator"] == "age_gender") & (table["attribute"] == "gender")]
     by_race = rows[rows["group_by"] == "race"].set_index("group")
@@ -128,7 +128,7 @@ def test_gender_accuracy_intervals_and_tests(utk):
 
 
 def test_detector_rows_count_missed_faces(utk):
-    attrs, manifest, table = utk
+    attrs, manifest, table, _ = utk
     df = _independent(attrs, manifest)
     det = table[table["estimator"] == "detector"].query("group_by == 'gender'").set_index(
         "group")
@@ -140,7 +140,7 @@ def test_detector_rows_count_missed_faces(utk):
 
 
 def test_holm_over_the_whole_table(utk):
-    _, _, table = utk
+    _, _, table, _ = utk
     family = np.concatenate([table["p"].to_numpy(), table["p_mae"].to_numpy()])
     finite = np.flatnonzero(np.isfinite(family))
     order = finite[np.argsort(family[finite], kind="stable")]
@@ -154,7 +154,7 @@ def test_holm_over_the_whole_table(utk):
 
 
 def test_age_mae_and_bins(utk):
-    attrs, manifest, table = utk
+    attrs, manifest, table, _ = utk
     df = _independent(attrs, manifest)
     df = df[df["detected"]]
     rows = table.query("estimator == 'age_gender' and attribute == 'age'")
@@ -170,7 +170,7 @@ def test_age_mae_and_bins(utk):
 
 
 def test_small_groups_read_na_with_the_reason(utk):
-    _, _, table = utk
+    _, _, table, _ = utk
     small = table[(table["estimator"] == "age_gender") & (table["n_scored"] < S.min_n)]
     assert len(small) and small["accuracy"].isna().all() and small["p"].isna().all()
     assert small["note"].str.contains(r"accuracy: n/a \(\d+ scored faces < estimators.min_n "
@@ -178,7 +178,7 @@ def test_small_groups_read_na_with_the_reason(utk):
 
 
 def test_race_head_on_utkface_is_collapsed(utk):
-    attrs, manifest, table = utk
+    attrs, manifest, table, utk_conf = utk
     df = _independent(attrs, manifest)
     df = df[df["detected"]]
     seven = np.asarray(FAIRFACE_RACES, dtype=object)[
@@ -187,8 +187,7 @@ def test_race_head_on_utkface_is_collapsed(utk):
     rows = table.query("estimator == 'fairface' and attribute == 'race'")
     assert rows.query("group_by == 'all'")["accuracy"].iloc[0] == pytest.approx(
         (five == df["label_race"].to_numpy()).mean())
-    conf = confusion_table(attrs, manifest, S).query(
-        "estimator == 'fairface' and group_by == 'all'")
+    conf = utk_conf.query("estimator == 'fairface' and group_by == 'all'")
     cross = pd.crosstab(df["label_race"], five)
     for _, c in conf.iterrows():
         expected = cross.loc[c["true"], c["predicted"]] if c["predicted"] in cross else 0
@@ -199,7 +198,7 @@ def test_race_head_on_utkface_is_collapsed(utk):
 
 def test_fairface_truth_has_no_years():
     attrs = utk_table(200).drop(columns=["label_age"])
-    table = estimator_table(attrs, manifest_of(attrs), Settings(min_n=5, n_boot=50))
+    table, _ = estimator_tables(attrs, manifest_of(attrs), Settings(min_n=5, n_boot=50))
     age = table.query("estimator == 'age_gender' and attribute == 'age'")
     assert age["mae"].isna().all()
     assert age["note"].str.contains(r"mae: n/a \(the truth is an age bin").all()

@@ -7,14 +7,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from facecast.attributes.landmarks68 import head_pose, measurements, normalise_shapes
+from facecast.attributes.ofiq_landmarks import fit_68, load_predictor
 from facecast.labels.features import icc1, percentile_of, prominent_labels, shrink
-from facecast.labels.landmarks import (
-    fit_landmarks,
-    head_pose,
-    load_predictor,
-    measurements,
-    normalise_shapes,
-)
 
 
 def mean_shape() -> np.ndarray:
@@ -138,7 +133,7 @@ def real_faces():
 def test_landmarks_on_real_photos_inside_box_and_in_order(real_faces):
     pred = load_predictor()
     for img, box in real_faces:
-        p = fit_landmarks(pred, img, box)
+        p = fit_68(pred, img, box)
         w, h = box[2] - box[0], box[3] - box[1]
         # inside the detector box, with 10 % slack (the chin can sit on its lower edge)
         assert (p[:, 0] >= box[0] - 0.1 * w).all() and (p[:, 0] <= box[2] + 0.1 * w).all()
@@ -156,7 +151,7 @@ def test_landmarks_on_real_photos_inside_box_and_in_order(real_faces):
 def test_pnp_recovers_a_known_pose():
     from scipy.spatial.transform import Rotation
 
-    from facecast.labels.landmarks import _MODEL_3D, _PNP_POINTS
+    from facecast.attributes.landmarks68 import _MODEL_3D, _PNP_POINTS
 
     model = _MODEL_3D * [1.0, -1.0, -1.0]
     truth = np.array([[20.0, -10.0, 5.0], [-15.0, 8.0, -12.0], [0.0, 0.0, 0.0]])

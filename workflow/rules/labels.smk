@@ -1,6 +1,7 @@
 # Attribute labels you can trust (issue 14): stages audit, features and describe.
 # audit    -> results/{ds}/audit/     label metrics, contradictions, kappa, ranked suspects
-# features -> results/{ds}/features/  dlib 68-point landmarks (one job per faces shard),
+# features -> results/{ds}/features/  dlib 68-point landmarks (the ofiq scorer's landmark
+#                                     shards, or one features_shard job per faces shard),
 #                                     identity shrinkage, percentiles, prominent labels
 # describe -> results/{ds}/describe/  template descriptions + rater-free evaluation
 # estimators -> results/{ds}/labels/  estimator report of an attribute benchmark (issue 42)
@@ -53,13 +54,12 @@ rule audit:
         "../../scripts/labels_audit.py"
 
 
+# only where the ofiq scorer does not write the landmark shards (labels_targets.feature_shards)
 rule features_shard:
     input:
         faces="results/{ds}/faces/{shard}.parquet",
     output:
-        "results/{ds}/features/shards/{shard}.parquet",
-    params:
-        margin=config["faces"]["facenet_margin"],
+        labels_targets.FEATURES_SHARD,
     threads: 1
     log:
         "results/{ds}/logs/features/{shard}.log",
@@ -73,7 +73,7 @@ rule features_shard:
 
 rule features_merge:
     input:
-        shards=lambda wc: per_shard("results/{ds}/features/shards/{shard}.parquet", wc.ds),
+        shards=lambda wc: labels_targets.feature_shards(config, wc.ds, per_shard),
         attributes="results/{ds}/attributes.parquet",
     output:
         [f"results/{{ds}}/features/{f}" for f in labels_targets.FEATURES_FILES],

@@ -18,13 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from facecast.config.bin_sets import BIN_FOLDS, LAYOUT_BLOCKS
 from facecast.config.util import listing, section
 
 STORED_SIZE = 112  # facecast.analysis.bins.STORED_SIZE (no pandas/pyarrow import here)
-#: insightface's verification.py and CAST's cc11.py: 10 consecutive folds per block
-BIN_FOLDS = 10
 #: the blocks CAST's cc11.py cuts every .bin into (``sub_benchmarks``)
-CC11_BLOCKS = 11
+CC11_BLOCKS = LAYOUT_BLOCKS["cc11"]
 
 
 def rounded_share(count: int, size: int, total: int) -> int:

@@ -67,14 +67,15 @@ from PIL import Image
 
 from facecast import __version__
 from facecast.analysis.bin_checks import (
-    BIN_FOLDS,
     CC11_BLOCKS,
+    fold_class_gaps,
     fold_genuine_counts,
     rounded_share,
 )
 from facecast.analysis.bin_writer import PICKLE_PROTOCOL, CropSpill, write_bin_stream
 from facecast.analysis.exports import ExportError
-from facecast.config.bin_sets import CC11_LABELS, CC11_NAMES
+from facecast.config.bin_sets import BIN_FOLDS, CC11_LABELS, CC11_NAMES
+from facecast.faces.crops import crop_format, decode_crop, encode_png
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.io.paths import portable_path
@@ -205,15 +206,18 @@ def build_blocks(sources: Mapping[str, pd.DataFrame], *, folds: str = "test",
 
 
 def encode_image(png: bytes, encoding: str, quality: int = 95) -> bytes:
-    """The ``.bin`` bytes of a stored PNG crop: unchanged for ``png``, JPEG at
-    ``quality`` for ``jpg`` (RGB, Pillow's encoder)."""
-    if encoding == "png":
-        return bytes(png)
-    if encoding != "jpg":
+    """The ``.bin`` bytes of a stored crop: unchanged for ``png`` (but a JPEG crop,
+    ``faces.keep_jpeg``, as a PNG of its pixels), JPEG at ``quality`` for ``jpg`` (RGB,
+    Pillow's encoder); the same bytes whichever way the faces stage stored the pixels."""
+    if encoding not in ("png", "jpg"):
         raise ValueError(f"unknown .bin image encoding {encoding!r} (png | jpg)")
-    with Image.open(io.BytesIO(png)) as im:
-        buf = io.BytesIO()
-        im.convert("RGB").save(buf, format="JPEG", quality=int(quality))
+    if encoding == "png" and crop_format(png) != "jpeg":
+        return bytes(png)
+    pixels = decode_crop(png)
+    if encoding == "png":
+        return encode_png(pixels)
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, format="JPEG", quality=int(quality))
     return buf.getvalue()
 
 
@@ -243,22 +247,15 @@ def check_fold_classes(rows: pd.DataFrame, name: str) -> None:
     """BinExportError naming each block with an insightface fold that lacks genuine or
     impostor pairs: insightface's ``calculate_val`` divides by each fold's genuine and
     impostor counts (a ZeroDivisionError in arcface_torch's callback), and such a fold's
-    accuracy measures one class only."""
-    gen = rows["label"].astype(int).to_numpy() == 1
-    counts = pd.DataFrame({"block": rows["block"].to_numpy(), "fold": rows["fold"].to_numpy(),
-                           "gen": gen, "imp": ~gen}).groupby(["block", "fold"]).sum()
-    every = pd.MultiIndex.from_product([pd.unique(rows["block"]),
-                                        [str(k) for k in range(BIN_FOLDS)]],
-                                       names=["block", "fold"])
-    counts = counts.reindex(every, fill_value=0)  # a block under 10 pairs has empty folds
-    bad = counts[(counts["gen"] == 0) | (counts["imp"] == 0)]
-    if bad.empty:
+    accuracy measures one class only. A block's folds hold what :func:`bin_pair_order`
+    lays out (:func:`~facecast.analysis.bin_checks.fold_class_gaps`, the rule the config
+    check predicts with)."""
+    gen = (rows["label"].astype(int) == 1).groupby(rows["block"], sort=False).agg(
+        ["size", "sum"])
+    parts = [f"block {block} ({', '.join(gaps)})" for block, (n, g) in gen.iterrows()
+             if (gaps := fold_class_gaps(int(n), int(g)))]
+    if not parts:
         return
-    parts = []
-    for block, sub in bad.groupby(level="block", sort=False):
-        folds = ", ".join(f"fold {f}: {int(r.gen)} genuine / {int(r.imp)} impostor"
-                          for (_, f), r in sub.iterrows())
-        parts.append(f"block {block} ({folds})")
     raise BinExportError(
         f"export.bins.{name}: {'; '.join(parts)}: every one of insightface's "
         f"{BIN_FOLDS} folds of a block needs genuine and impostor pairs (calculate_val "

@@ -19,19 +19,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FAIRFACE_RACE_CLASSES = ("White", "Black", "Latino_Hispanic", "East Asian",
-                         "Southeast Asian", "Indian", "Middle Eastern")
-FAIRFACE_AGE_CLASSES = ("0-2", "3-9", "10-19", "20-29", "30-39", "40-49", "50-59", "60-69",
-                        "more than 70")
-#: the fairface scorer's columns (:data:`facecast.attributes.heads.FAIRFACE_COLUMNS`),
-#: in the order of the classes above
-FAIRFACE_RACE_COLUMNS = ("fairface_white", "fairface_black", "fairface_latino_hispanic",
-                         "fairface_east_asian", "fairface_southeast_asian",
-                         "fairface_indian", "fairface_middle_eastern")
-FAIRFACE_AGE_COLUMNS = ("fairface_0-2", "fairface_3-9", "fairface_10-19", "fairface_20-29",
-                        "fairface_30-39", "fairface_40-49", "fairface_50-59",
-                        "fairface_60-69", "fairface_70+")
+from facecast.config.util import module_constant
+from facecast.datasets.fairface import FAIRFACE_AGE_BINS, FAIRFACE_RACES
+
+_HEADS = "facecast.attributes.heads"
+#: the fairface scorer's columns (:data:`facecast.attributes.heads.FAIRFACE_COLUMNS`, read
+#: from its source: no torch), in the order of FairFace's classes
+FAIRFACE_RACE_COLUMNS = tuple(f"fairface_{n}" for n in module_constant(_HEADS, "FAIRFACE_RACES"))
+FAIRFACE_AGE_COLUMNS = tuple(f"fairface_{n}" for n in module_constant(_HEADS, "FAIRFACE_AGES"))
 GENDER_CLASSES = ("Female", "Male")
+#: faces statuses of a detected face (what the estimator report and the estimator trust
+#: count as found; a ``fallback`` centre crop is not)
+DETECTED = ("ok", "aligned_input", "landmarks_given")
 
 
 @dataclass(frozen=True)
@@ -50,8 +49,8 @@ ESTIMATES = (
     Estimate("age_gender", "age", "years", ("age_gender_age",)),
     Estimate("fairface", "gender", "argmax", ("fairface_female", "fairface_male"),
              GENDER_CLASSES),
-    Estimate("fairface", "age", "argmax", FAIRFACE_AGE_COLUMNS, FAIRFACE_AGE_CLASSES),
-    Estimate("fairface", "race", "argmax", FAIRFACE_RACE_COLUMNS, FAIRFACE_RACE_CLASSES),
+    Estimate("fairface", "age", "argmax", FAIRFACE_AGE_COLUMNS, FAIRFACE_AGE_BINS),
+    Estimate("fairface", "race", "argmax", FAIRFACE_RACE_COLUMNS, FAIRFACE_RACES),
     Estimate("celeba40", "gender", "probability", ("Male",), GENDER_CLASSES),
 )
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -10,9 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
-from PIL import Image
 
-from facecast.faces.crops import decode_error_text
+from facecast.faces.crops import decode_crop, decode_error_text, encode_png
 
 CROP_COLUMNS = {"arcface": "crop_arcface", "facenet": "crop_facenet"}
 CROP_SIZES = {"arcface": 112, "facenet": 160}
@@ -42,12 +40,6 @@ class FaceBatch:
 
     def __len__(self) -> int:
         return len(self.image_id)
-
-
-def decode_png(data: bytes) -> np.ndarray:
-    """Decode PNG (or any PIL-readable) bytes to an HxWx3 uint8 RGB array."""
-    with Image.open(io.BytesIO(data)) as im:
-        return np.asarray(im.convert("RGB"))
 
 
 def _fixed(values: pd.Series, width: int) -> np.ndarray:
@@ -103,7 +95,8 @@ def read_faces(path: str | os.PathLike, crop: str = "arcface", *,
 
 def faces_from_frame(df: pd.DataFrame, crop: str = "arcface", *,
                      with_crops: bool = True) -> FaceBatch:
-    """Arrays of a faces table; decode the ``crop`` ("arcface"/"facenet") PNG of every row.
+    """Arrays of a faces table; decode the ``crop`` ("arcface"/"facenet") of every row with
+    the package's one crop decoder (:func:`facecast.faces.crops.decode_crop`).
 
     A crop that fails to decode or has the wrong size is reported in ``crop_error``
     (the row is kept; scorers give it NaN values).
@@ -118,7 +111,7 @@ def faces_from_frame(df: pd.DataFrame, crop: str = "arcface", *,
             if blob is None:
                 continue
             try:
-                arr = decode_png(blob)
+                arr = decode_crop(blob)
             except Exception as exc:  # corrupt bytes: keep the row, report why
                 err[i] = f"{CROP_COLUMNS[crop]} does not decode: {decode_error_text(exc)}"
                 continue
@@ -139,13 +132,6 @@ def faces_from_frame(df: pd.DataFrame, crop: str = "arcface", *,
         det_score=_float(df, "det_score"), image_width=_float(df, "image_width"),
         image_height=_float(df, "image_height"),
     )
-
-
-def encode_png(arr: np.ndarray) -> bytes:
-    """Lossless PNG bytes of an HxWx3 uint8 array."""
-    buf = io.BytesIO()
-    Image.fromarray(np.ascontiguousarray(arr)).save(buf, format="PNG")
-    return buf.getvalue()
 
 
 def faces_table(image_ids: list[str], crops: np.ndarray | list, landmarks: np.ndarray,

@@ -9,7 +9,9 @@ from the landmarks, the pose from the five points derived from them
 (:func:`facecast.attributes.pose.head_pose`), SingleFacePresent from the faces shard's
 ``face_box_areas`` (``n_faces`` alone in shards written before that column). Every
 row keeps a status: ``ok``, or ``landmark_error`` (the fit failed: message says why);
-rows without a crop get the scorer's usual ``no_crop`` / faces status.
+rows without a crop get the scorer's usual ``no_crop`` / faces status. The fit is
+:func:`facecast.attributes.landmarks68.fit_rows`, the one the labels stage's features use:
+rule ``attributes_ofiq`` writes it as their landmark shard (one fit per image for both).
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from facecast.attributes import ofiq_landmarks as lm
-from facecast.attributes.inputs import CROP_SIZES, FaceBatch
+from facecast.attributes.inputs import FaceBatch
+from facecast.attributes.landmarks68 import LandmarkFit, facenet_margin, fit_rows
 from facecast.attributes.ofiq import OFIQ_COMPONENTS, column, quality_value
 from facecast.attributes.ofiq_measures import FRAME, align_face, pixel_natives
 from facecast.attributes.pose import head_pose
-from facecast.faces.align import FACENET_MARGIN, compose_affine, facenet_box
-from facecast.io.parquet_io import read_provenance
+from facecast.faces.align import FACENET_MARGIN, compose_affine
 
 log = logging.getLogger("facecast.attributes")
 
@@ -52,23 +54,7 @@ def shard_context(faces_path: str | os.PathLike) -> tuple[dict[str, float],
             n_faces = dict(zip(ids, vals, strict=True))
         if "face_box_areas" in cols:
             areas = dict(zip(ids, t.column("face_box_areas").to_pylist(), strict=True))
-    prov = read_provenance(faces_path)
-    margin = (prov.get("faces_config") or {}).get("facenet_margin")
-    if margin is None:
-        log.info("ofiq: %s records no faces.facenet_margin; assuming %s", faces_path,
-                 FACENET_MARGIN)
-        margin = FACENET_MARGIN
-    return n_faces, areas, float(margin)
-
-
-def crop_frame(bbox: np.ndarray, width: float, height: float, size: int,
-               margin: float) -> tuple[np.ndarray, np.ndarray]:
-    """The detection box in facenet-crop pixels and the 2x3 crop -> image matrix."""
-    x1, y1, x2, y2 = facenet_box(bbox, (int(width), int(height)), size, margin)
-    sx, sy = size / (x2 - x1), size / (y2 - y1)
-    box = np.array([(bbox[0] - x1) * sx, (bbox[1] - y1) * sy,
-                    (bbox[2] - x1) * sx, (bbox[3] - y1) * sy])
-    return box, np.array([[1.0 / sx, 0.0, x1], [0.0, 1.0 / sy, y1]])
+    return n_faces, areas, facenet_margin(faces_path)
 
 
 class OfiqScorer:
@@ -79,6 +65,8 @@ class OfiqScorer:
         self.n_faces: dict[str, float] = {}
         self.areas: dict[str, list | None] = {}
         self.margin = float(FACENET_MARGIN)
+        #: the dlib fit of the last chunk scored (:meth:`landmarks`)
+        self.last_fit: LandmarkFit | None = None
 
     def bind(self, faces_path: str | os.PathLike) -> None:
         """Read the shard's ``n_faces``, ``face_box_areas`` and facenet margin before its
@@ -87,25 +75,14 @@ class OfiqScorer:
 
     def landmarks(self, batch: FaceBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Whole-pixel image landmarks (N, 68, 2), crop -> image matrices (N, 2, 3), and
-        the fit's error message per row ('' when it worked; NaN points otherwise)."""
-        n, size = len(batch), CROP_SIZES["facenet"]
-        pts = np.full((n, 68, 2), np.nan)
-        to_img = np.full((n, 2, 3), np.nan)
-        err = np.full(n, "", dtype=object)
-        for i in np.flatnonzero(batch.has_crop):
-            b = batch.bbox[i]
-            if not (np.isfinite(b).all() and np.isfinite([batch.image_width[i],
-                                                          batch.image_height[i]]).all()):
-                err[i] = "no detection box or image size to place dlib's landmarks"
-                continue
-            try:
-                box, to_img[i] = crop_frame(b, batch.image_width[i], batch.image_height[i],
-                                            size, self.margin)
-                p = lm.fit_68(self.predictor, batch.crops[i], box)
-                pts[i] = lm.c_round(p @ to_img[i][:, :2].T + to_img[i][:, 2])
-            except Exception as exc:  # a bad row keeps a status, the job goes on
-                err[i] = f"dlib 68-point fit failed: {type(exc).__name__}: {exc}"
-        return pts, to_img, err
+        the fit's error message per row ('' when it worked; NaN points otherwise). The fit
+        (:func:`facecast.attributes.landmarks68.fit_rows`) stays in :attr:`last_fit` for the
+        landmark shard the labels stage's features read."""
+        self.last_fit = fit = fit_rows(self.predictor, batch, self.margin)
+        pts = np.full_like(fit.crop, np.nan)
+        for i in np.flatnonzero(np.isfinite(fit.crop).all((1, 2))):
+            pts[i] = lm.c_round(fit.crop[i] @ fit.to_img[i][:, :2].T + fit.to_img[i][:, 2])
+        return pts, fit.to_img, fit.error
 
     def predict(self, batch: FaceBatch) -> tuple[dict[str, np.ndarray], np.ndarray,
                                                  np.ndarray]:

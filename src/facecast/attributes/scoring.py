@@ -25,6 +25,7 @@ from tqdm import tqdm
 from facecast.attributes import COLUMNS_KEY
 from facecast.attributes.align import ARCFACE_TEMPLATE_112, landmarks_in_arcface_crop
 from facecast.attributes.inputs import FaceBatch, iter_faces
+from facecast.attributes.landmarks68 import without_crops
 from facecast.io.parquet_io import write_parquet
 
 log = logging.getLogger("facecast.attributes")
@@ -197,20 +198,28 @@ def score_shard(scorer: str, faces_path: str | os.PathLike, out_path: str | os.P
                 cfg: Mapping[str, Any], *, embed_paths: Mapping[str, str] | None = None,
                 weights: str | None = None, threads: int = 1,
                 provenance: Mapping[str, Any] | None = None,
-                ofiq_csv: str | None = None, ofiq_map: str | None = None) -> pd.DataFrame:
+                ofiq_csv: str | None = None, ofiq_map: str | None = None,
+                landmarks_out: str | os.PathLike | None = None) -> pd.DataFrame:
     """Run ``scorer`` over a faces shard and write its attribute shard; returns the table.
 
     ``cfg`` is the ``attributes`` config section; ``embed_paths`` maps embedder names to
     this shard's embed Parquet (native scorer); ``weights`` is the checkpoint of the
     fairface / celeba40 heads; ``ofiq_csv`` / ``ofiq_map``: the real OFIQ's CSV and
-    inputs map of this shard (scorer ofiq with ``attributes.ofiq.models_dir``). Model
-    files are checked before any row is read.
+    inputs map of this shard (scorer ofiq with ``attributes.ofiq.models_dir``);
+    ``landmarks_out``: where the ``ofiq`` scorer also writes its dlib fit as the landmark
+    shard the labels stage's features read (:mod:`facecast.attributes.landmarks68`; rule
+    ``attributes_ofiq``). Model files are checked before any row is read.
     """
     if scorer == "ofiq" and ofiq_csv:
+        if landmarks_out:
+            raise ValueError("the real OFIQ fits no dlib landmarks: no landmark shard")
         return _score_real_ofiq(faces_path, out_path, cfg, ofiq_csv, ofiq_map, provenance)
     runner = _Runner(scorer, cfg, weights, threads)
     if scorer == "ofiq":
         runner.model.bind(faces_path)
+    elif landmarks_out:
+        raise ValueError(f"only the ofiq scorer fits landmarks, not {scorer!r}")
+    fitted: tuple[list, list] = ([], [])
     chunk_rows = int(cfg.get("chunk_rows", 1024))
     parts: list[pd.DataFrame] = []
     n_rows = pq.ParquetFile(faces_path).metadata.num_rows
@@ -218,6 +227,9 @@ def score_shard(scorer: str, faces_path: str | os.PathLike, out_path: str | os.P
         for batch in iter_faces(faces_path, runner.crop, chunk_rows=chunk_rows):
             status, message = row_status(batch)
             cols = runner.score(batch, embed_paths or {})
+            if landmarks_out:
+                fitted[0].append(without_crops(batch))  # the pixels are not kept
+                fitted[1].append(runner.model.last_fit)
             if runner.notes is not None:
                 status, message = with_notes(status, message, *runner.notes)
             frame = pd.DataFrame({"image_id": batch.image_id.astype(str), "status": status,
@@ -227,8 +239,12 @@ def score_shard(scorer: str, faces_path: str | os.PathLike, out_path: str | os.P
             parts.append(frame)
             bar.update(len(batch))
     table = pd.concat(parts, ignore_index=True)
-    return _write_shard(table, out_path, scorer, runner.descriptions,
-                        dict(provenance or {}) | {"stage": "attributes", **runner.provenance})
+    prov = dict(provenance or {}) | {"stage": "attributes", **runner.provenance}
+    if landmarks_out:
+        from facecast.attributes.landmarks68 import landmark_table, write_landmark_shard
+
+        write_landmark_shard(landmark_table(*fitted), landmarks_out, prov)
+    return _write_shard(table, out_path, scorer, runner.descriptions, prov)
 
 
 def _score_real_ofiq(faces_path: str | os.PathLike, out_path: str | os.PathLike,

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 from facecast.attributes.cast_arrays import write_cast_attributes
 from facecast.attributes.from_manifest import write_manifest_attributes
 from facecast.attributes.merge import merge_attributes
+from facecast.attributes.targets import head_weights
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["merge_attributes", "resolve_device", "score_shard", "train_model",
+__all__ = ["head_weights", "merge_attributes", "resolve_device", "score_shard", "train_model",
            "write_cast_attributes", "write_manifest_attributes", "write_ofiq_inputs"]
 
 

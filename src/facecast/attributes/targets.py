@@ -68,6 +68,27 @@ def uses_real_ofiq(config: Mapping[str, Any]) -> bool:
     return "ofiq" in active_scorers(_cfg(config)) and bool(ofiq_models_dir(config))
 
 
+#: the landmark shard of a faces shard (facecast.attributes.landmarks68): dlib's 68 points,
+#: shape measurements and pose per row, written by rule attributes_ofiq from the ofiq
+#: scorer's own fit; the labels stage's features read it
+LANDMARKS = "results/{ds}/attributes/landmarks/{shard}.parquet"
+
+
+def ofiq_writes_landmarks(config: Mapping[str, Any]) -> bool:
+    """True when facecast's own ``ofiq`` scorer runs (not the real OFIQ) and the labels
+    stage's ``features`` (``features.enabled``) want the landmarks: then one dlib fit per
+    shard serves both, in one job (rule ``attributes_ofiq``) instead of two."""
+    return ("ofiq" in active_scorers(_cfg(config)) and not ofiq_models_dir(config)
+            and bool((config.get("features") or {}).get("enabled", False)))
+
+
+def score_regex(config: Mapping[str, Any]) -> str:
+    """The scorers rule ``attributes_score`` runs: every scorer but ``ofiq`` where rule
+    ``attributes_ofiq`` runs it (:func:`ofiq_writes_landmarks`)."""
+    skip = {"ofiq"} if ofiq_writes_landmarks(config) else set()
+    return "|".join(s for s in SCORERS if s not in skip)
+
+
 def score_inputs(config: Mapping[str, Any], ds: str, scorer: str, shard: str) -> dict[str, str]:
     """Inputs of one attributes_score job: faces shard (+ embed shards, not for an
     attribute-only dataset, + head checkpoint, + the real OFIQ's CSV and map)."""

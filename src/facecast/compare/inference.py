@@ -1,5 +1,6 @@
-"""Tests and intervals on the replicates of an identity-clustered paired bootstrap, and
-Holm's correction.
+"""Tests and intervals on the replicates of an identity-clustered paired bootstrap (Holm's
+correction over a table: :func:`facecast.labels.estimators_stats.holm`, the one Holm, in
+the earliest stage that needs it).
 
 :func:`clustered_test` turns the observed difference ``d`` and its bootstrap replicates
 into a two-sided p-value and an interval. The default (``method="t"``) is a Wald test on
@@ -21,9 +22,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtr, ndtri, stdtr, stdtrit
 
-from facecast.labels.estimators_stats import holm  # the one Holm (labels needs it first)
-
-__all__ = ["MIN_IDENTITIES", "METHODS", "clustered_test", "holm", "method_label"]
+__all__ = ["MIN_IDENTITIES", "METHODS", "clustered_test", "method_label"]
 
 #: fewer identities than this: no clustered test (the bootstrap cannot see the spread)
 MIN_IDENTITIES = 3

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facecast.compare.inference import clustered_test, holm
+from facecast.compare.inference import clustered_test
 from facecast.evaluate.folds import scored_folds
 from facecast.evaluate.metrics import allowed_impostors, far_resolvable, kfold_accuracy
 from facecast.evaluate.resample import identity_weights
@@ -37,7 +37,7 @@ from facecast.fairness.threshold import threshold_at, unresolved_note
 from facecast.io.parquet_io import read_parquet
 
 __all__ = ["Paired", "align", "read_scores", "bootstrap_differences", "compare_pair",
-           "metric_names", "metric_target", "holm", "lower_is_better"]
+           "metric_names", "metric_target", "lower_is_better"]
 
 log = logging.getLogger(__name__)
 

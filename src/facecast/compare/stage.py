@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from facecast.compare.inference import holm
 from facecast.compare.paired import align, compare_pair, lower_is_better, read_scores
 from facecast.compare.report import write_outputs
+from facecast.labels.estimators_stats import holm
 
 log = logging.getLogger(__name__)
 

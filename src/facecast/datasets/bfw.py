@@ -59,8 +59,7 @@ def read_table(path: str | os.PathLike, scores: Sequence[str] = ()) -> pa.Table:
     wanted = list(BFW_COLUMNS) + [s for s in scores if s not in BFW_COLUMNS]
     try:
         table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
-            column_types={c: pa.string() for c in wanted}, strings_can_be_null=True,
-            include_columns=None))
+            column_types={c: pa.string() for c in wanted}, strings_can_be_null=True))
     except (pa.ArrowInvalid, OSError) as exc:
         raise DatasetError(f"{path}: not a readable CSV ({exc})") from None
     missing = [c for c in wanted if c not in table.column_names]

@@ -84,7 +84,7 @@ def _score_errors(key: str, spec: Mapping[str, Any], header: tuple[str, ...],
                   config: Mapping[str, Any]) -> list[str]:
     errors = []
     listed = spec.get("scores")
-    embed = set(embed_model_names(config)) if has_embed_models(config) else set()
+    embed = set(embed_model_names(config))
     for i, name in enumerate(listed or []):
         at = f"{key}.scores[{i}]"
         if name not in header:

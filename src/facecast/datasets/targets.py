@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from facecast.config.fair_sets import score_only
 from facecast.config.util import attribute_only
 from facecast.datasets.manifest import DatasetError, read_shard_ids
 
@@ -72,8 +73,6 @@ def array_datasets(config: Mapping[str, Any], want: bool = True) -> list[str]:
 def score_datasets(config: Mapping[str, Any]) -> list[str]:
     """The BFW datasets whose images are not read (no embed model: the datatable's score
     columns are the models; :func:`facecast.config.fair_sets.score_only`)."""
-    from facecast.config.fair_sets import score_only
-
     return [ds for ds in (config.get("datasets", {}) or {}) if score_only(config, ds)]
 
 

@@ -127,6 +127,17 @@ def dlib_engine_errors(config: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def half_errors(config: Mapping[str, Any]) -> list[str]:
+    """arcface_torch ``inference: half`` needs reduced precision (``embed.amp`` fp16/bf16)."""
+    embed = section(config, "embed")
+    amp = embed.get("amp", "none")
+    return [f"embed.models.{name}.inference: half stores the weights in embed.amp's precision, "
+            f"but embed.amp is {amp}; set embed.amp: fp16 or bf16, or inference: auto"
+            for name, mcfg in section(embed, "models").items()
+            if (mcfg or {}).get("inference") == "half" and amp not in ("fp16", "bf16")]
+
+
 def config_errors(config: Mapping[str, Any]) -> list[str]:
-    """The embed stage's checks (weights, backend options, dlib_resnet's engine)."""
-    return weight_errors(config) + option_errors(config) + dlib_engine_errors(config)
+    """The embed stage's checks (weights, backend options, dlib_resnet's engine, half)."""
+    return (weight_errors(config) + option_errors(config) + dlib_engine_errors(config)
+            + half_errors(config))

@@ -1,12 +1,16 @@
-"""Feeding crops from a faces shard to a model: PNG decoding in threads ahead of the model.
+"""Feeding crops from a faces shard to a model: crop decoding in threads ahead of the model.
 
 :class:`CropBatches` is a map-style dataset whose items are whole batches: a decode thread
-turns batch ``k`` into uint8 ``(B, S, S, 3)`` while the model runs on an earlier one
-(Pillow releases the GIL while it decodes, so threads decode in parallel, and no worker
-process is ever forked from the job: :mod:`facecast.parallel`). Feeding CUDA, the batch
-lands in page-locked memory so the host-to-GPU copy is asynchronous. A crop that does not
-decode (or has the wrong size) is flagged, not raised, so its row gets a status and the
-rest of the batch goes on.
+turns batch ``k`` into uint8 ``(B, S, S, 3)`` while the model runs on an earlier one. Crops
+are decoded by the package's one crop decoder, :func:`facecast.faces.crops.decode_crop`
+(OpenCV: it releases the GIL, so the threads decode in parallel, and no worker process is
+ever forked from the job: :mod:`facecast.parallel`). Feeding CUDA, the batch lands in
+page-locked memory so the host-to-GPU copy is asynchronous. With ``gpu_jpeg`` on and a CUDA
+embedder, the JPEG crops of a batch are decoded together on the GPU by nvJPEG
+(``torchvision.io.decode_jpeg``); its pixels may differ from libjpeg's, so it is an option
+(``embed.gpu_jpeg``, off by default) and :func:`decoder_names` states it in the provenance.
+A crop that does not decode (or has the wrong size) is flagged, not raised, so its row gets
+a status and the rest of the batch goes on.
 """
 
 from __future__ import annotations
@@ -16,22 +20,72 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
-from facecast.faces.crops import decode_error_text, decode_png
+from facecast.faces.crops import DECODER_NAMES, crop_format, decode_crop, decode_error_text
 from facecast.parallel import ordered_prefetch
 
 #: one decoded batch: (uint8 crops, row indices, ok mask, error messages)
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[str]]
+#: the provenance name of GPU JPEG decoding
+NVJPEG = "nvjpeg"
+
+
+def use_nvjpeg(gpu_jpeg: bool, device: torch.device) -> bool:
+    """Whether JPEG crops go to nvJPEG: asked for (``embed.gpu_jpeg``) and feeding CUDA."""
+    return bool(gpu_jpeg) and device.type == "cuda"
+
+
+def decoder_names(crops: Sequence[bytes | None], rows: np.ndarray, *, gpu_jpeg: bool = False,
+                  device: torch.device | None = None) -> str:
+    """The decoders that read ``crops[rows]``, for the provenance: e.g. ``opencv-png``,
+    ``opencv-png+nvjpeg`` (sorted, ``+``-joined; ``none`` when no crop is PNG or JPEG)."""
+    nv = use_nvjpeg(gpu_jpeg, device or torch.device("cpu"))
+    names = set()
+    for r in np.asarray(rows, np.int64):
+        fmt = crop_format(crops[r])
+        if fmt:
+            names.add(NVJPEG if fmt == "jpeg" and nv else DECODER_NAMES[fmt])
+    return "+".join(sorted(names)) or "none"
+
+
+def _size_error(arr_shape: tuple[int, ...], size: int) -> str:
+    if tuple(arr_shape) == (size, size, 3):
+        return ""
+    return f"crop does not decode: crop is {arr_shape[1]}x{arr_shape[0]}, expected {size}x{size}"
+
+
+def nvjpeg_decode(blobs: list[bytes], device: torch.device) -> list[torch.Tensor | str]:
+    """HxWx3 uint8 RGB tensors on ``device`` of JPEG ``blobs``, decoded in one nvJPEG batch;
+    where the batch fails, image by image, so a bad JPEG is an error message in its place."""
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    data = [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in blobs]
+    try:
+        out = decode_jpeg(data, mode=ImageReadMode.RGB, device=device)
+        return [t.permute(1, 2, 0) for t in out]
+    except RuntimeError:
+        res: list[torch.Tensor | str] = []
+        for d in data:
+            try:
+                res.append(decode_jpeg(d, mode=ImageReadMode.RGB, device=device).permute(1, 2, 0))
+            except RuntimeError as err:
+                res.append(f"crop does not decode ({NVJPEG}): {decode_error_text(err)}")
+        return res
 
 
 class CropBatches:
-    """Batches of decoded crops: item ``b`` = (uint8 crops, row indices, ok mask, errors)."""
+    """Batches of decoded crops: item ``b`` = (uint8 crops, row indices, ok mask, errors).
+
+    ``nvjpeg_device`` set (a CUDA device): the batch's JPEG crops are decoded there by
+    :func:`nvjpeg_decode` and the item's crops tensor lives on that device.
+    """
 
     def __init__(self, crops: Sequence[bytes | None], rows: np.ndarray, batch_size: int,
-                 size: int) -> None:
+                 size: int, nvjpeg_device: torch.device | None = None) -> None:
         self.crops = crops
         self.rows = np.asarray(rows, np.int64)
         self.batch_size = max(1, int(batch_size))
         self.size = int(size)
+        self.nvjpeg_device = nvjpeg_device
 
     def __len__(self) -> int:
         return (len(self.rows) + self.batch_size - 1) // self.batch_size
@@ -41,17 +95,36 @@ class CropBatches:
         out = np.zeros((len(rows), self.size, self.size, 3), np.uint8)
         ok = np.ones(len(rows), bool)
         errors = [""] * len(rows)
+        gpu = []
         for i, r in enumerate(rows):
+            if self.nvjpeg_device is not None and crop_format(self.crops[r]) == "jpeg":
+                gpu.append(i)
+                continue
             try:
-                arr = decode_png(self.crops[r])
-                if arr.shape != out.shape[1:]:
-                    raise ValueError(f"crop is {arr.shape[1]}x{arr.shape[0]}, "
-                                     f"expected {self.size}x{self.size}")
-                out[i] = arr
+                arr = decode_crop(self.crops[r])
+                errors[i] = _size_error(arr.shape, self.size)
+                if not errors[i]:
+                    out[i] = arr
             except Exception as err:  # noqa: BLE001 - any bad crop becomes a row status
-                ok[i] = False
                 errors[i] = f"crop does not decode: {decode_error_text(err)}"
-        return torch.from_numpy(out), torch.from_numpy(rows), torch.from_numpy(ok), errors
+        ok[:] = [not e for e in errors]
+        crops = torch.from_numpy(out)
+        if gpu:
+            crops = self._nvjpeg_rows(crops, rows, gpu, ok, errors)
+        return crops, torch.from_numpy(rows), torch.from_numpy(ok), errors
+
+    def _nvjpeg_rows(self, crops: torch.Tensor, rows: np.ndarray, gpu: list[int],
+                     ok: np.ndarray, errors: list[str]) -> torch.Tensor:
+        """``crops`` on the nvJPEG device with the JPEG rows ``gpu`` decoded there."""
+        dev = self.nvjpeg_device
+        crops = crops.to(dev, non_blocking=True)
+        for i, res in zip(gpu, nvjpeg_decode([self.crops[rows[i]] for i in gpu], dev),
+                          strict=True):
+            errors[i] = res if isinstance(res, str) else _size_error(tuple(res.shape), self.size)
+            ok[i] = not errors[i]
+            if ok[i]:
+                crops[i] = res
+        return crops
 
 
 def resolve_workers(num_workers: int, device: torch.device, threads: int) -> int:
@@ -63,15 +136,19 @@ def resolve_workers(num_workers: int, device: torch.device, threads: int) -> int
 
 
 def crop_loader(crops: Sequence[bytes | None], rows: np.ndarray, *, batch_size: int,
-                size: int, device: torch.device, num_workers: int = 0) -> Iterator[Batch]:
+                size: int, device: torch.device, num_workers: int = 0,
+                gpu_jpeg: bool = False) -> Iterator[Batch]:
     """The :class:`CropBatches` of ``crops[rows]`` in order, decoded ahead by
     ``num_workers`` threads (0: in the calling thread, when asked for); pinned memory
-    when feeding CUDA."""
-    ds = CropBatches(crops, rows, batch_size, size)
+    when feeding CUDA; JPEG crops by nvJPEG on ``device`` when :func:`use_nvjpeg`."""
+    ds = CropBatches(crops, rows, batch_size, size,
+                     nvjpeg_device=device if use_nvjpeg(gpu_jpeg, device) else None)
     pin = device.type == "cuda"
 
     def load(b: int) -> Batch:
         batch = ds[b]
-        return (batch[0].pin_memory(), *batch[1:]) if pin else batch
+        if pin and not batch[0].is_cuda:
+            return (batch[0].pin_memory(), *batch[1:])
+        return batch
 
     return ordered_prefetch(load, range(len(ds)), int(num_workers))

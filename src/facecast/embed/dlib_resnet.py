@@ -19,6 +19,13 @@ stay close to those of dlib's own chips of the same photo.
 Engines (model option ``engine``). Only the network's forward differs; the chips are the
 same uint8 RGB chips either way.
 
+Where the chips are cut (issue 40.4). On the CPU, :func:`arcface_to_dlib_chips` (PyTorch's
+CPU ``grid_sample``, unchanged since before 40.4). When the torch engine runs on another
+device (CUDA), :func:`facecast.embed.dlib_chips.device_chips` cuts them there, from the
+uint8 crops, with the same grid and the CPU kernel's own arithmetic (fused multiply-adds,
+round half to even): the same chips bit for bit (``tests/test_embed_dlib_chips.py``), and
+``embed`` no longer waits on a CPU resample between the device's forward passes.
+
 * ``torch`` (default): :mod:`facecast.embed.dlib_dnn` reads the weight file (dlib's own
   serialisation, no dlib code involved) into a torch module that computes what dlib's
   ``compute_face_descriptor`` computes for a 150x150 chip: the raw, un-normalised 128-D
@@ -45,6 +52,7 @@ import numpy as np
 import torch
 
 from facecast.embed.base import Embedder, autocast, missing_weights
+from facecast.embed.dlib_chips import ChipPlan, chip_plan, device_chips
 from facecast.embed.dlib_dnn import load_dlib_resnet
 from facecast.faces.align import ARCFACE_TEMPLATE_112, similarity_transform
 
@@ -139,6 +147,9 @@ class DlibEmbedder(Embedder):
         self.dim = 128
         self.crop_column = "crop_arcface"
         self._grid = chip_sampling_grid(112)
+        #: cut chips on the embedder's device (True off the CPU; the chips are the same)
+        self.resample_on_device = engine == "torch" and self.device.type != "cpu"
+        self._plans: dict[int, ChipPlan] = {}
         if engine == "dlib":
             import dlib
 
@@ -168,8 +179,19 @@ class DlibEmbedder(Embedder):
         return out.float().cpu().numpy()
 
     def embed(self, crops: torch.Tensor) -> np.ndarray:
-        grid = self._grid if crops.shape[1] == 112 else chip_sampling_grid(int(crops.shape[1]))
-        return self.embed_chips(arcface_to_dlib_chips(crops.cpu(), grid))
+        size = int(crops.shape[1])
+        if self.resample_on_device:
+            if len(crops) == 0:
+                return np.zeros((0, 128), np.float32)
+            plan = self._plans.get(size)
+            if plan is None:
+                plan = self._plans[size] = chip_plan(self._grid_of(size), size).to(self.device)
+            return self._torch_forward(device_chips(crops.to(self.device, non_blocking=True),
+                                                    plan))
+        return self.embed_chips(arcface_to_dlib_chips(crops.cpu(), self._grid_of(size)))
+
+    def _grid_of(self, size: int) -> torch.Tensor:
+        return self._grid if size == 112 else chip_sampling_grid(size)
 
     def provenance(self) -> dict[str, Any]:
         return {**super().provenance(), "engine": self.engine, "num_jitters": self.num_jitters,

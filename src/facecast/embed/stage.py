@@ -29,7 +29,19 @@ crop sits, and a crop's features are the same bits in every case
 crop at different positions). Backends that compute crop by crop (``Embedder.per_crop``:
 sface, lbp) are not padded. The provenance of every embedding file says
 ``batch_invariant`` (true/false), ``forward_batch`` and why (``batch_invariance``):
-false with ``embed.cpu_micro_batch: 0`` and on a GPU (whole batches; not measured here).
+false with ``embed.cpu_micro_batch: 0``.
+
+On CUDA the batch is one forward and cuDNN picks kernels by its shape; what decides is the
+precision (:mod:`facecast.embed.cuda_numerics`, measured on an H200, issue 40). fp32
+(``embed.amp: none``) with TF32 off (``embed.tf32: false``, the default: both switches are
+turned off for the job and restored after): a crop's normalised embedding equals its
+batch-1 value to <= 1e-6 (4.5e-7 measured at batch 1/7 vs 96, 0 in reversed order) -
+``batch_invariant`` true with that tolerance: close, not bit-equal. ``embed.tf32: true``
+(faster fp32 convolutions) moves it by up to 1.3e-4 (batch 1 vs 96): false. fp16 moves it
+by 4.7e-4 / 3.5e-4 (batch 7 / 1), bf16 by an unmeasured amount: false. A
+``torch.compile``'d model is not covered by the fp32 measurement: false.
+``benchmarks/batch_invariance.py`` measures the rule on the machine at hand (batch sizes
+1/7/64/256, two orders). The provenance of a CUDA job also says ``tf32``.
 """
 
 from __future__ import annotations
@@ -50,7 +62,14 @@ import torch
 from tqdm import tqdm
 
 from facecast.embed.base import CROP_SIZES, Embedder
-from facecast.embed.data import crop_loader, resolve_workers
+from facecast.embed.cuda_numerics import (
+    DEFAULT_COMPILE_CACHE,
+    compile_cache,
+    compile_cache_dir,
+    cuda_batch_invariance,
+    tf32_mode,
+)
+from facecast.embed.data import crop_loader, decoder_names, resolve_workers
 from facecast.embed.lbp import (
     CovarianceAccumulator,
     LBPEmbedder,
@@ -61,12 +80,15 @@ from facecast.embed.lbp import (
 from facecast.embed.malloc import tune_malloc
 from facecast.embed.registry import build_embedder
 from facecast.io.parquet_io import write_parquet
+from facecast.io.paths import portable_path
 
 log = logging.getLogger("facecast.embed")
 
 EMBEDDABLE = ("ok", "fallback", "aligned_input", "landmarks_given")
 EMBED_DEFAULTS: dict[str, Any] = {"device": "auto", "batch_size": 64, "amp": "none",
-                                  "num_workers": -1, "cpu_micro_batch": 8, "tune_malloc": True}
+                                  "num_workers": -1, "cpu_micro_batch": 8, "tune_malloc": True,
+                                  "gpu_jpeg": False, "tf32": False,
+                                  "compile_cache": DEFAULT_COMPILE_CACHE}
 
 
 def embed_schema(dim: int) -> pa.Schema:
@@ -88,17 +110,19 @@ def load_embedder(model_name: str, model_cfg: dict[str, Any], embed_cfg: dict[st
                           fit_path=fit_path, threads=threads)
 
 
-def batch_invariance(embedder: Embedder, micro_batch: int) -> dict[str, Any]:
+def batch_invariance(embedder: Embedder, micro_batch: int, tf32: bool = False
+                     ) -> dict[str, Any]:
     """Whether a crop's features cannot depend on its batch (size, position, neighbours),
     and why: the provenance keys ``batch_invariant`` and ``forward_batch`` (module
-    docstring, "Batch invariance")."""
+    docstring, "Batch invariance"); on CUDA the rule of
+    :func:`facecast.embed.cuda_numerics.cuda_batch_invariance` (``tf32``: ``embed.tf32``)."""
     if embedder.per_crop:
         return {"batch_invariant": True, "forward_batch": 1,
                 "batch_invariance": "features computed crop by crop"}
     if embedder.device.type != "cpu":
-        return {"batch_invariant": False, "forward_batch": None,
-                "batch_invariance": "GPU forward of whole batches (kernels chosen by batch "
-                                    "shape); not measured here"}
+        return {**cuda_batch_invariance(active_amp(embedder), bool(tf32),
+                                        bool(getattr(embedder, "compiled", False))),
+                "tf32": bool(tf32)}
     if micro_batch <= 0:
         return {"batch_invariant": False, "forward_batch": None,
                 "batch_invariance": "embed.cpu_micro_batch 0: one forward per batch, whose "
@@ -158,9 +182,10 @@ def micro_batch_runner(embedder: Embedder, micro_batch: int, threads: int
 
 def embed_crops(embedder: Embedder, crops: Sequence[bytes | None], rows: np.ndarray, *,
                 batch_size: int, num_workers: int = 0, threads: int = 1,
-                desc: str = "embed", micro_batch: int = 0
+                desc: str = "embed", micro_batch: int = 0, gpu_jpeg: bool = False
                 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Raw features of the PNG crops ``crops[rows]``.
+    """Raw features of the PNG (or JPEG) crops ``crops[rows]``; ``gpu_jpeg``: JPEG crops
+    decoded by nvJPEG when the embedder is on CUDA (:mod:`facecast.embed.data`).
 
     Returns ``(features (len(rows), D) float32, ok mask, error messages)``, aligned with
     ``rows``; a crop that does not decode has ok False and a message, features NaN.
@@ -177,7 +202,7 @@ def embed_crops(embedder: Embedder, crops: Sequence[bytes | None], rows: np.ndar
     workers = resolve_workers(num_workers, embedder.device, threads)
     loader = crop_loader(crops, rows, batch_size=batch_size,
                          size=CROP_SIZES[embedder.crop_column], device=embedder.device,
-                         num_workers=workers)
+                         num_workers=workers, gpu_jpeg=gpu_jpeg)
     with micro_batch_runner(embedder, int(micro_batch), threads) as forward:
         n_batches = -(-len(rows) // max(1, int(batch_size)))
         for batch, idx, good, errs in tqdm(loader, total=n_batches, desc=desc, unit="batch",
@@ -257,8 +282,27 @@ def embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, mode
     """Embed every face of one faces shard with one model; write ``out_path``.
 
     The model (and its weights) is loaded before the shard is read, so a missing weight
-    file fails at once with a message naming the file. Returns the written table.
+    file fails at once with a message naming the file. Returns the written table. On CUDA
+    both TF32 switches are ``embed.tf32`` (off by default) for the job and restored after;
+    a model with ``compile: true`` compiles with TorchInductor's cache in
+    ``embed.compile_cache`` (:mod:`facecast.embed.cuda_numerics`; the folder is in the
+    provenance, ``compile_cache``).
     """
+    cfg = {**EMBED_DEFAULTS, **(embed_cfg or {})}
+    cache = compile_cache_dir(cfg["compile_cache"]) if (model_cfg or {}).get("compile") else None
+    cuda = cfg["device"] != "cpu" and torch.cuda.is_available()
+    prov = {**(provenance or {}), **({"compile_cache": portable_path(cache)} if cache else {})}
+    with compile_cache(cache), tf32_mode(torch.device("cuda" if cuda else "cpu"),
+                                         bool(cfg["tf32"])):
+        return _embed_shard(faces_path, out_path, model_name, model_cfg, cfg,
+                            fit_path=fit_path, provenance=prov, threads=threads)
+
+
+def _embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, model_name: str,
+                 model_cfg: dict[str, Any], embed_cfg: dict[str, Any] | None = None, *,
+                 fit_path: str | None = None, provenance: dict[str, Any] | None = None,
+                 threads: int = 1) -> pd.DataFrame:
+    """:func:`embed_shard` inside its CUDA settings."""
     cfg = {**EMBED_DEFAULTS, **(embed_cfg or {})}
     embedder = load_embedder(model_name, model_cfg, cfg, fit_path=fit_path, threads=threads)
     if embedder.device.type == "cuda":
@@ -286,7 +330,8 @@ def embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, mode
     feats, ok, errors = embed_crops(embedder, crops, rows, batch_size=int(cfg["batch_size"]),
                                     num_workers=int(cfg["num_workers"]), threads=threads,
                                     desc=f"embed {model_name}",
-                                    micro_batch=int(cfg["cpu_micro_batch"]))
+                                    micro_batch=int(cfg["cpu_micro_batch"]),
+                                    gpu_jpeg=bool(cfg["gpu_jpeg"]))
     emb = np.zeros((n, embedder.dim), np.float32)
     norm = np.full(n, np.nan, np.float32)
     good = np.zeros(n, bool)
@@ -321,10 +366,12 @@ def embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, mode
         "norm": pa.array(norm, pa.float32(), mask=~good),
     }, schema=embed_schema(embedder.dim))
     prov = {**(provenance or {}), "stage": "embed", **embedder.provenance(),
-            "n_unusable_features": int(bad.sum())}
+            "n_unusable_features": int(bad.sum()),
+            "decoder": decoder_names(crops, rows, gpu_jpeg=bool(cfg["gpu_jpeg"]),
+                                     device=embedder.device)}
     if embedder.device.type == "cpu" and not embedder.per_crop:
         prov["cpu_micro_batch"] = int(cfg["cpu_micro_batch"])
-    prov.update(batch_invariance(embedder, int(cfg["cpu_micro_batch"])))
+    prov.update(batch_invariance(embedder, int(cfg["cpu_micro_batch"]), bool(cfg["tf32"])))
     if embedder.device.type == "cpu":
         prov["malloc_tuned"] = malloc_tuned
     write_parquet(out, out_path, provenance=prov)

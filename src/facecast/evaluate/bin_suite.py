@@ -32,6 +32,7 @@ from facecast.config.bin_sets import CC11_LABELS, CC11_NAMES
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.report.html_tables import html_page, markdown_html
+from facecast.report.markdown import table_head
 
 #: the metric columns the tables carry over from each metrics.parquet
 METRIC_COLUMNS = ("accuracy", "accuracy_std", "n_pairs", "n_skipped", "skipped_statuses",
@@ -153,13 +154,12 @@ def cc11_printout(long: pd.DataFrame, model: str) -> str:
 def cc11_markdown(long: pd.DataFrame, models: Sequence[str], *, dataset: str,
                   source: str = "") -> str:
     """The CC11 table of one dataset (module docstring)."""
-    lines = [f"# CC11: {dataset}" + (f" ({source})" if source else ""), "",
-             "10-fold accuracy (%, mean+-std over the 10 folds of each block: the best "
-             "squared-L2 threshold of nine folds applied to the tenth), per CC11 "
-             "sub-benchmark in CAST's order, as cc11.py computes and prints it. Avg: mean "
-             "of the eleven accuracies +- mean of the eleven stds.", "",
-             "| model | " + " | ".join(CC11_LABELS) + " | Avg |",
-             "|---|" + "---|" * (len(CC11_LABELS) + 1)]
+    lines = table_head(
+        f"CC11: {dataset}" + (f" ({source})" if source else ""),
+        "10-fold accuracy (%, mean+-std over the 10 folds of each block: the best squared-L2 "
+        "threshold of nine folds applied to the tenth), per CC11 sub-benchmark in CAST's "
+        "order, as cc11.py computes and prints it. Avg: mean of the eleven accuracies +- "
+        "mean of the eleven stds.", [*CC11_LABELS, "Avg"])
     for m in models:
         mine = long[long["model"] == m]
         cells = []

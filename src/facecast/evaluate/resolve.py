@@ -21,28 +21,44 @@ PROTOCOL_COLUMNS = ["fold", "image_a", "image_b", "identity_a", "identity_b", "l
                     "status", "message"]
 
 
-def _strip(path: str, prefix: str) -> str:
-    if prefix and path.startswith(prefix):
-        path = path[len(prefix):]
-    return path.lstrip("/")
+def _stripped(paths: pd.Series, prefix: str) -> np.ndarray:
+    """``paths`` without a leading ``prefix``, then without leading ``/``."""
+    text = paths.astype(str)
+    if prefix:
+        text = text.where(~text.str.startswith(prefix), text.str.slice(len(prefix)))
+    return text.str.lstrip("/").to_numpy(dtype=object)
 
 
 def attach_manifest(pairs: pd.DataFrame, manifest: pd.DataFrame, *, strip_prefix: str = ""
                     ) -> pd.DataFrame:
-    """Map ``path_a``/``path_b`` to manifest images; add identities, status and message."""
-    by_path = manifest.set_index("path")
-    pa_ = pairs["path_a"].map(lambda p: _strip(p, strip_prefix))
-    pb_ = pairs["path_b"].map(lambda p: _strip(p, strip_prefix))
+    """Map ``path_a``/``path_b`` to manifest images; add identities, status and message.
+
+    A path is looked up (minus ``strip_prefix``, then leading ``/``) among the manifest's
+    paths, taking a path's first manifest row (a ``duplicate`` row repeats it), with one
+    index lookup per side (no per-pair Python but for paths the manifest lacks: those keep
+    themselves as image, their folder as identity and status ``not_in_manifest``).
+    """
+    first = manifest.drop_duplicates("path")
+    index = pd.Index(first["path"].astype(str))
+    found = {c: first[c].to_numpy(dtype=object) for c in ("image_id", "identity", "status")}
     out = pd.DataFrame({"fold": pairs["fold"].astype(str)})
-    for side, paths in (("a", pa_), ("b", pb_)):
-        out[f"image_{side}"] = paths.map(by_path["image_id"]).fillna(paths).astype(str)
-        out[f"identity_{side}"] = paths.map(by_path["identity"]).fillna(
-            paths.map(lambda p: p.rsplit("/", 1)[0] if "/" in p else "")).astype(str)
-        out[f"_st_{side}"] = paths.map(by_path["status"]).fillna("not_in_manifest").astype(str)
+    states = {}
+    for side in ("a", "b"):
+        paths = _stripped(pairs[f"path_{side}"], strip_prefix)
+        at = index.get_indexer(paths)
+        hit = at >= 0
+        image, identity = paths.copy(), np.empty(len(paths), dtype=object)
+        state = np.full(len(paths), "not_in_manifest", dtype=object)
+        image[hit], identity[hit] = found["image_id"][at[hit]], found["identity"][at[hit]]
+        state[hit] = found["status"][at[hit]]
+        identity[~hit] = [p.rsplit("/", 1)[0] if "/" in p else "" for p in paths[~hit]]
+        out[f"image_{side}"], out[f"identity_{side}"] = image.astype(str), identity.astype(str)
+        states[side] = state.astype(str)
     out["label"] = pairs["label"].astype(np.int8).to_numpy()
-    ok = (out["_st_a"] == "ok") & (out["_st_b"] == "ok")
-    out["status"] = np.where(ok, "ok", np.where(out["_st_a"] != "ok", out["_st_a"], out["_st_b"]))
-    out["message"] = np.where(ok, "", "image_a: " + out["_st_a"] + "; image_b: " + out["_st_b"])
+    ok = (states["a"] == "ok") & (states["b"] == "ok")
+    out["status"] = np.where(ok, "ok", np.where(states["a"] != "ok", states["a"], states["b"]))
+    out["message"] = np.where(ok, "", np.char.add(np.char.add("image_a: ", states["a"]),
+                                                  np.char.add("; image_b: ", states["b"])))
     extra = [c for c in ("source",) if c in pairs]
     for c in extra:
         out[c] = pairs[c].to_numpy()

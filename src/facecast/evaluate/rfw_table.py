@@ -27,6 +27,7 @@ import pandas as pd
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.report.html_tables import write_markdown_html
+from facecast.report.markdown import table_head
 
 log = logging.getLogger(__name__)
 
@@ -101,13 +102,12 @@ def _pct(v: float, std: float | None = None) -> str:
 def rfw_markdown(table: pd.DataFrame, sets: Sequence[str], ds: str) -> str:
     """The papers' layout: one line per model, accuracy (%) per set, average, std across
     sets and SER; then every row's pairs and status."""
-    lines = [f"# RFW: accuracy per set ({ds})", "",
-             "10-fold accuracy (%, mean ± std over the folds: insightface's rule), the "
-             "average over the sets, the standard deviation of the sets' accuracies (STD) "
-             "and the skewed error ratio (SER: largest error / smallest error over the sets; "
-             "1 = equal errors).", "",
-             "| model | " + " | ".join(sets) + " | Avg | STD | SER |",
-             "|---|" + "---|" * (len(sets) + 3)]
+    lines = table_head(
+        f"RFW: accuracy per set ({ds})",
+        "10-fold accuracy (%, mean ± std over the folds: insightface's rule), the average "
+        "over the sets, the standard deviation of the sets' accuracies (STD) and the skewed "
+        "error ratio (SER: largest error / smallest error over the sets; 1 = equal errors).",
+        [*sets, "Avg", "STD", "SER"])
     for m, sub in table.groupby("model", sort=False):
         by = sub.set_index("set")
         avg = by.loc[AVERAGE]

@@ -44,7 +44,7 @@ from facecast.datasets.manifest import DatasetError
 from facecast.datasets.rfw import MALFORMED, SET_LABEL, read_rfw_pairs, rfw_files
 from facecast.evaluate.bin_protocol import bin_pairs
 from facecast.evaluate.metrics import default_folds
-from facecast.evaluate.resolve import PROTOCOL_COLUMNS, check_resolved
+from facecast.evaluate.resolve import attach_manifest, check_resolved
 from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.io.paths import portable_path
 
@@ -68,42 +68,11 @@ def _manifest(manifest_path: str | os.PathLike) -> pd.DataFrame:
     return read_parquet(manifest_path, columns=["image_id", "path", "identity", "status"])
 
 
-def attach_paths(raw: pd.DataFrame, manifest: pd.DataFrame) -> pd.DataFrame:
-    """:func:`facecast.evaluate.resolve.attach_manifest` (no prefix to strip), vectorised
-    for tables of a million pairs: ``path_a`` / ``path_b`` looked up once in the
-    manifest's paths (its first row of a path)."""
-    first = manifest.drop_duplicates("path")
-    index = pd.Index(first["path"].astype(str))
-    out = pd.DataFrame({"fold": raw["fold"].astype(str).to_numpy()})
-    states = {}
-    for side in ("a", "b"):
-        paths = raw[f"path_{side}"].astype(str).str.lstrip("/").to_numpy(dtype=object)
-        at = index.get_indexer(paths)
-        hit = at >= 0
-        image = paths.copy()
-        image[hit] = first["image_id"].to_numpy(dtype=object)[at[hit]]
-        ident = np.array([p.rsplit("/", 1)[0] if "/" in p else "" for p in paths[~hit]],
-                         dtype=object)
-        identity = np.empty(len(paths), dtype=object)
-        identity[hit] = first["identity"].to_numpy(dtype=object)[at[hit]]
-        identity[~hit] = ident
-        state = np.full(len(paths), "not_in_manifest", dtype=object)
-        state[hit] = first["status"].to_numpy(dtype=object)[at[hit]]
-        out[f"image_{side}"], out[f"identity_{side}"] = image.astype(str), identity.astype(str)
-        states[side] = state.astype(str)
-    out["label"] = raw["label"].astype(np.int8).to_numpy()
-    ok = (states["a"] == "ok") & (states["b"] == "ok")
-    out["status"] = np.where(ok, "ok", np.where(states["a"] != "ok", states["a"], states["b"]))
-    out["message"] = np.where(ok, "", np.char.add(np.char.add("image_a: ", states["a"]),
-                                                  np.char.add("; image_b: ", states["b"])))
-    return out[PROTOCOL_COLUMNS]
-
-
 def _resolve(raw: pd.DataFrame, manifest: pd.DataFrame, source: str) -> pd.DataFrame:
     """Protocol rows of ``raw`` (``path_a``, ``path_b``, ``fold``, ``label``, optional
     ``status`` / ``message`` of the line itself) against the manifest; a line's own status
     comes first."""
-    pairs = attach_paths(raw, manifest)
+    pairs = attach_manifest(raw, manifest)
     if "status" in raw:
         own = raw["status"].to_numpy() != "ok"
         pairs.loc[own, "status"] = raw.loc[own, "status"].to_numpy()
@@ -210,7 +179,7 @@ def given_scores(protocol_path: str | os.PathLike, model: str) -> pd.DataFrame:
     status[bad] = "bad_score"
     where = (("datatable line " + df["line"].astype(str) + ": ").to_numpy(dtype=object)
              if "line" in df else "")
-    message[bad] = (where + note)[bad] if "line" in df else note[bad]
+    message[bad] = (where + note)[bad]
     score[status != "ok"] = np.nan
     df["status"], df["message"], df["score"] = status.astype(str), message.astype(str), score
     df["fold"] = df["fold"].astype(str)

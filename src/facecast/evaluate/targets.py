@@ -198,8 +198,7 @@ def evaluated_protocols(config: Mapping[str, Any]) -> list[str]:
         return listed
     out: list[str] = []
     for ds in config.get("datasets", {}) or {}:
-        single = [p for p in set_protocols(config, ds)  # RFW's sets: assessed together
-                  if kind_of(config, ds) == "rfw" and p != RFW_ALL]
+        single = rfw_sets_of(config, ds)  # RFW's sets: assessed together, as rfw
         out += [b for b in eval_benchmarks(config, ds) if b not in out and b not in single]
     return out
 
@@ -338,16 +337,16 @@ def score_model_regex(config: Mapping[str, Any]) -> str:
 def rfw_items(config: Mapping[str, Any], ds: str) -> list[dict[str, str]]:
     """The (model, set) metrics rule ``rfw_table`` of ``ds`` reads ([] unless ``ds`` is an
     RFW dataset with an evaluated set)."""
-    if kind_of(config, ds) != "rfw":
-        return []
-    here = eval_benchmarks(config, ds)
+    sets = rfw_sets_of(config, ds)
+    here = eval_benchmarks(config, ds) if sets else []
     return [{"model": m, "set": s, "path": f"results/{ds}/eval/{m}/{s}/metrics.parquet"}
-            for s in set_protocols(config, ds) if s != RFW_ALL and s in here
-            for m in models_on(config, ds, s)]
+            for s in sets if s in here for m in models_on(config, ds, s)]
 
 
 def rfw_sets_of(config: Mapping[str, Any], ds: str) -> list[str]:
-    """The columns of ``ds``'s RFW table: its sets."""
+    """The sets of RFW dataset ``ds``, the columns of its table ([] for another kind)."""
+    if kind_of(config, ds) != "rfw":
+        return []
     return [s for s in set_protocols(config, ds) if s != RFW_ALL]
 
 

@@ -18,6 +18,10 @@ to 112 px (bilinear, antialiased; black outside the image, like ``cv2.warpAffine
 facenet crop is facenet-pytorch's crop of that box (:func:`facecast.faces.align.crop_facenet`:
 box plus margin, clipped to the image, resized to 160). These fixed transforms are the
 whole story: no pixel of the input is looked at to place the face.
+
+Crops are stored as PNG, except with ``faces.keep_jpeg``: a crop that is the whole source
+JPEG (identity frame) is stored as that JPEG's bytes when they decode to exactly its pixels
+(:func:`facecast.faces.crops.jpeg_as_crop`).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import numpy as np
 
 from facecast.faces.align import ARCFACE_TEMPLATE_112, crop_facenet, warp_affine
 from facecast.faces.config import FacesConfig
-from facecast.faces.crops import encode_png_fast
+from facecast.faces.crops import encode_png_fast, jpeg_as_crop
 from facecast.faces.decode import DecodedImage
 
 log = logging.getLogger(__name__)
@@ -118,6 +122,16 @@ def _join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
+def _stored(crop: np.ndarray, dec: DecodedImage, cfg: FacesConfig, whole: bool) -> bytes:
+    """The stored bytes of a crop: the source JPEG itself when ``faces.keep_jpeg`` is on,
+    the crop is the ``whole`` image and the JPEG decodes to exactly its pixels; else PNG."""
+    if cfg.keep_jpeg and whole:
+        kept = jpeg_as_crop(dec.jpeg, crop)
+        if kept is not None:
+            return kept
+    return encode_png_fast(crop, cfg.png_compress_level)
+
+
 def aligned_row(image_id: str, dec: DecodedImage, cfg: FacesConfig,
                 warned: dict[str, bool] | None = None) -> dict[str, Any]:
     """The faces row of a pre-aligned image (status ``aligned_input``)."""
@@ -135,7 +149,6 @@ def aligned_row(image_id: str, dec: DecodedImage, cfg: FacesConfig,
             log.warning("faces.aligned_as=%s expects %dx%d images; %s is %dx%d and is "
                         "resized (noted in each such row's message)", cfg.aligned_as,
                         *expected, image_id, w, h)
-    level = cfg.png_compress_level
     row: dict[str, Any] = {
         "image_id": image_id, "status": ALIGNED_STATUS, "message": message,
         "image_width": dec.width or w, "image_height": dec.height or h,
@@ -148,11 +161,11 @@ def aligned_row(image_id: str, dec: DecodedImage, cfg: FacesConfig,
             crop = image
         else:
             crop = warp_affine(image, frame.image_to_arcface(), (ARCFACE_SIZE, ARCFACE_SIZE))
-        row["crop_arcface"] = encode_png_fast(crop, level)
+        row["crop_arcface"] = _stored(crop, dec, cfg, frame.is_identity())
     if "facenet" in cfg.crops:
         if cfg.aligned_as == "facenet160" and (w, h) == (FACENET_SIZE, FACENET_SIZE):
             crop = image
         else:
             crop = crop_facenet(image, box, FACENET_SIZE, cfg.facenet_margin)
-        row["crop_facenet"] = encode_png_fast(crop, level)
+        row["crop_facenet"] = _stored(crop, dec, cfg, crop is image)
     return row

@@ -58,6 +58,7 @@ class FacesConfig:
     max_pixels: int = 100_000_000
     decode_max_side: int = 0
     png_compress_level: int = 1
+    keep_jpeg: bool = False
     weights_dir: str = ""
     yunet: YuNetOptions = field(default_factory=YuNetOptions)
 

@@ -32,7 +32,9 @@ class DecodedImage:
     ``array`` is HxWx3 uint8 RGB (None unless ``status == "ok"``). ``width``/``height`` are
     the full-resolution size after EXIF orientation (0 when unknown). ``scale_x``/``scale_y``
     are array pixels per full-resolution pixel: 1.0 unless JPEG reduced decoding was asked for
-    with ``min_side``.
+    with ``min_side``. ``jpeg`` holds the source bytes when they are a JPEG decoded as is
+    (full size, no EXIF rotation, mode RGB or L): then ``array`` is exactly their decode, and
+    the faces stage may store them as the crop (``faces.keep_jpeg``).
     """
 
     array: np.ndarray | None
@@ -42,6 +44,7 @@ class DecodedImage:
     height: int = 0
     scale_x: float = 1.0
     scale_y: float = 1.0
+    jpeg: bytes | None = None
 
 
 def _error(status: str, message: str, width: int = 0, height: int = 0) -> DecodedImage:
@@ -180,7 +183,10 @@ def read_image(data_or_path: bytes | bytearray | memoryview | str | os.PathLike,
             arr = to_rgb_array(im)
         except Exception as exc:
             return _error("decode_error", f"cannot convert mode {im.mode} to RGB: {exc}", ow, oh)
-    return DecodedImage(arr, "ok", message, ow, oh, arr.shape[1] / ow, arr.shape[0] / oh)
+    as_is = (im.format == "JPEG" and orientation == 1 and im.mode in ("RGB", "L")
+             and arr.shape[:2] == (h, w))
+    return DecodedImage(arr, "ok", message, ow, oh, arr.shape[1] / ow, arr.shape[0] / oh,
+                        jpeg=data if as_is else None)
 
 
 def decode_image(data_or_path: bytes | bytearray | memoryview | str | os.PathLike,

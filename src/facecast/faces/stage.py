@@ -97,10 +97,32 @@ class _Job:
     path: Path | None = None
     decoded: DecodedImage | None = None
     locator: str | None = None
-    given: bool = False  # the dataset gives usable landmarks for this row
-    lacks_given: bool = False  # the dataset gives landmarks, but none usable for this row
-    landmarks: Any = None
+    has_given: bool = False  # the manifest has given landmarks (for this row or others)
+    landmarks: np.ndarray | None = None  # this row's usable given points (given_points)
     score: Any = None
+
+    @property
+    def given(self) -> bool:
+        """The dataset gives usable landmarks for this row."""
+        return self.landmarks is not None
+
+    def route(self, detect: bool) -> str:
+        """:func:`landmark_path` of this job (``detect``: a detector is loaded)."""
+        return landmark_path(self.status == "ok", self.has_given, self.given, detect)
+
+
+def landmark_path(ok: bool, has_given: bool, usable: bool, detect: bool) -> str:
+    """The one rule for which path a row takes (the keys of :func:`plan_rows`): ``kept``
+    (status not ``ok``), ``given`` (``usable`` given points), ``detect`` (a detector runs),
+    else ``no_landmarks`` where the dataset gives points for other rows (``has_given``)
+    or ``aligned`` (pre-aligned input)."""
+    if not ok:
+        return "kept"
+    if usable:
+        return "given"
+    if detect:
+        return "detect"
+    return "no_landmarks" if has_given else "aligned"
 
 
 def resolve_inside(root: Path, rel: str) -> Path | None:
@@ -211,13 +233,14 @@ def _job_row(j: _Job, det: Detections | None, detector: FaceDetector | None,
              cfg: FacesConfig, warned: dict[str, bool]) -> dict[str, Any]:
     """The output row of one decoded job, by its path: the dataset's points, the detector's
     ``det``, or (no detector) the pre-aligned template; ``landmark_source`` says which."""
-    if j.status != "ok":
+    path = j.route(detector is not None)
+    if path == "kept":
         return _empty_row(j.image_id, j.status, j.message, j.decoded)
-    if j.given or (j.lacks_given and detector is None):
+    if path in ("given", "no_landmarks"):
         row = given_row(j.image_id, j.decoded, j.landmarks, j.score, cfg, j.message)
-        row["landmark_source"] = None if row["status"] == NO_LANDMARKS else GIVEN_SOURCE
+        row["landmark_source"] = GIVEN_SOURCE if path == "given" else None
         return row
-    if detector is None:
+    if path == "aligned":
         try:
             row = aligned_row(j.image_id, j.decoded, cfg, warned)
         except ValueError as exc:
@@ -225,7 +248,7 @@ def _job_row(j: _Job, det: Detections | None, detector: FaceDetector | None,
                 f"crop of the pre-aligned image failed: {exc}", j.message), j.decoded)
         row["landmark_source"] = TEMPLATE_SOURCE
         return row
-    assert det is not None
+    assert det is not None and detector is not None
     row = face_row(j, det, cfg)
     row["landmark_source"] = detector.name
     return row
@@ -234,8 +257,7 @@ def _job_row(j: _Job, det: Detections | None, detector: FaceDetector | None,
 def _process_chunk(jobs: list[_Job], detector: FaceDetector | None, cfg: FacesConfig,
                    warned: dict[str, bool] | None = None) -> list[dict[str, Any]]:
     warned = warned if warned is not None else {}
-    todo = ([j for j in jobs if j.status == "ok" and not j.given] if detector is not None
-            else [])
+    todo = [j for j in jobs if j.route(detector is not None) == "detect"]
     dets = detector.detect([j.decoded.array for j in todo]) if todo else []
     by_id = {id(j): d for j, d in zip(todo, dets, strict=True)}
     return [_job_row(j, by_id.get(id(j)), detector, cfg, warned) for j in jobs]
@@ -297,10 +319,10 @@ def iter_face_rows(rows: Sequence[Mapping[str, Any]], root: str | os.PathLike,
             if path is None:
                 status, message = "outside_root", f"path escapes the dataset root {root}"
         has_given = "given_landmarks" in r
-        pts = given_points(r["given_landmarks"]) if has_given else None
         jobs.append(_Job(str(r["image_id"]), status, message, path, locator=locator,
-                         given=pts is not None, lacks_given=has_given and pts is None,
-                         landmarks=pts, score=r.get("given_score")))
+                         has_given=has_given,
+                         landmarks=given_points(r["given_landmarks"]) if has_given else None,
+                         score=r.get("given_score")))
     bs = cfg.batch_size
     chunks = [jobs[i:i + bs] for i in range(0, len(jobs), bs)]
     workers = max(1, int(workers))
@@ -333,19 +355,15 @@ def plan_rows(records: Sequence[Mapping[str, Any]], cfg: FacesConfig) -> Counter
     ``detect`` (an ``ok`` row without them while ``faces.detector`` names a detector),
     ``aligned`` (pre-aligned input: ``faces.detector: none``, no given landmarks column),
     ``no_landmarks`` (the dataset gives landmarks for other rows, not this one, and
-    ``faces.detector`` is none) and ``kept`` (a manifest status other than ``ok``). The
-    detector is loaded only when ``detect`` is not zero."""
+    ``faces.detector`` is none) and ``kept`` (a manifest status other than ``ok``), by
+    :func:`landmark_path`, the rule the rows then run by. The detector is loaded only when
+    ``detect`` is not zero."""
+    detect = cfg.detector != "none"
     out: Counter = Counter()
     for r in records:
-        has_given = "given_landmarks" in r
-        if str(r["status"]) != "ok":
-            out["kept"] += 1
-        elif has_given and given_points(r["given_landmarks"]) is not None:
-            out["given"] += 1
-        elif cfg.detector != "none":
-            out["detect"] += 1
-        else:
-            out["no_landmarks" if has_given else "aligned"] += 1
+        has = "given_landmarks" in r
+        out[landmark_path(str(r["status"]) == "ok", has,
+                          has and given_points(r["given_landmarks"]) is not None, detect)] += 1
     return out
 
 

@@ -266,8 +266,7 @@ def section_errors(config: Mapping[str, Any], name: str) -> list[str]:
     cfg = section(config, name)
     if not cfg or not cfg.get("enabled", True):
         return errs
-    benches = set(name_list(config.get("benchmarks"))) | {"lfw"} | set(
-        name_list(section(config, "evaluate").get("imports"))) | set(protocol_names(config))
+    benches = {"lfw", *protocol_names(config)}
     embed = set(name_list(section(config, "embed").get("models"))) | set(score_models(config))
     for m in name_list(cfg.get("models")):
         if embed and m not in embed:

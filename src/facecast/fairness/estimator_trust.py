@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
-from facecast.attributes.estimates import TRUTH_OF_COLUMN
+from facecast.attributes.estimates import DETECTED, TRUTH_OF_COLUMN
 from facecast.fairness.assess import load_attributes, write_frame
 from facecast.fairness.assess import run_fairness as assess_protocol
 from facecast.fairness.groups import AttributeSpec, discretise, image_labels, parse_specs
@@ -45,8 +45,6 @@ from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet
 from facecast.report.html_tables import write_markdown_html
 
-#: faces statuses of a detected face (as the estimator report counts them)
-DETECTED = ("ok", "aligned_input", "landmarks_given")
 TRUST_COLUMNS = ["attribute", "column", "truth_column", "benchmark", "group", "bench_n",
                  "accuracy", "accuracy_lo", "accuracy_hi", "people", "people_true",
                  "would_lose", "would_gain", "net", "note"]

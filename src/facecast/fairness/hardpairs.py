@@ -9,7 +9,6 @@ resolved inside the dataset root); an image found nowhere is a grey tile marked
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ import pandas as pd
 import pyarrow.dataset as pads
 from PIL import Image, ImageDraw
 
+from facecast.faces.crops import decode_crop
 from facecast.io.atomic import atomic_path
 
 TILE = 112
@@ -59,7 +59,7 @@ def load_tiles(image_ids: Sequence[str], faces_paths: Sequence[str | os.PathLike
             for row in table.to_pylist():
                 blob = row.get("crop_arcface") or row.get("crop_facenet")
                 if blob:
-                    tiles[row["image_id"]] = Image.open(io.BytesIO(blob)).convert("RGB").resize(
+                    tiles[row["image_id"]] = Image.fromarray(decode_crop(blob)).resize(
                         (TILE, TILE))
     if manifest is not None and root is not None:
         root = Path(root).resolve()

@@ -1,7 +1,7 @@
 """Paths in whitespace-separated pair lists (CAST ``.list``, LFW ``pairs.txt``).
 
 Both formats split a line on whitespace, so a path holding a space, tab, newline or
-carriage return cannot be written verbatim. facecast's rule: such characters, and ``%``
+carriage return cannot be written as it is. facecast's rule: such characters, and ``%``
 itself, are percent-encoded (``%20``, ``%09``, ``%0A``, ``%0D``, ``%25``) on export, and
 the importers decode them. A path without those characters is written unchanged, so
 ordinary exports stay byte-identical to CAST's layout.

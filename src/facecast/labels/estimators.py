@@ -24,8 +24,9 @@ a ``celeba40`` head's ``Male``) and for the face detector itself, per true group
 
 A figure with fewer than ``min_n`` images behind it reads n/a, with the reason in
 ``note``. UTKFace's five races are compared with the FairFace head's seven collapsed
-(:data:`facecast.datasets.utkface.RACE_FROM_FAIRFACE`). :func:`confusion_table` gives the
-confusion of every estimate per group. Writing: :mod:`facecast.labels.estimators_report`.
+(:data:`facecast.datasets.utkface.RACE_FROM_FAIRFACE`). :func:`estimator_tables` gives the
+table and the confusion of every estimate per group, from one reading of the truth, the
+groups and the estimates. Writing: :mod:`facecast.labels.estimators_report`.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facecast.attributes.estimates import Estimate, estimates_in
+from facecast.attributes.estimates import DETECTED, GENDER_CLASSES, Estimate, estimates_in
 from facecast.datasets.fairface import FAIRFACE_AGE_BINS, FAIRFACE_RACES, age_bin
 from facecast.datasets.utkface import RACE_FROM_FAIRFACE, UTK_RACES
 from facecast.fairness.threshold import binomial_interval
@@ -54,8 +55,6 @@ GROUP_BYS: dict[str, tuple[str, ...]] = {
     "all": (), "race": ("race",), "gender": ("gender",), "age": ("age",),
     "race x gender": ("race", "gender"), "race x age": ("race", "age"),
     "gender x age": ("gender", "age")}
-#: faces statuses of a detected face
-DETECTED = ("ok", "aligned_input", "landmarks_given")
 DETECTOR = "detector"
 COLUMNS = ["estimator", "attribute", "group_by", "group", "n", "n_no_face", "n_no_estimate",
            "n_scored", "n_right", "accuracy", "accuracy_lo", "accuracy_hi", "p", "p_adjusted",
@@ -134,7 +133,9 @@ def predict(attrs: pd.DataFrame, est: Estimate,
     else:
         raise ValueError(f"unknown estimate kind {est.kind!r}")
     if est.attribute == "race" and race_map:
-        cls = np.array([race_map.get(c) if c is not None else None for c in cls], dtype=object)
+        mapped = pd.Series(cls, dtype=object).map(race_map)
+        cls = mapped.to_numpy(dtype=object)
+        cls[mapped.isna().to_numpy()] = None
     return cls, years
 
 
@@ -226,10 +227,10 @@ def _mae_cells(err: np.ndarray, member: np.ndarray, s: Settings, key: str,
 
 def estimate_rows(truth: pd.DataFrame, name: str, attribute: str, pred: np.ndarray | None,
                   years: np.ndarray | None, classes: Mapping[str, Sequence[str]],
-                  s: Settings, mae_why_not: str = "",
-                  labels: Mapping[str, np.ndarray] | None = None) -> list[dict[str, Any]]:
+                  labels: Mapping[str, np.ndarray], s: Settings,
+                  mae_why_not: str = "") -> list[dict[str, Any]]:
     """The table rows of one estimate (``pred`` None: the detector rows; ``labels``: each
-    group_by's :func:`group_labels`, computed here when not given)."""
+    group_by's :func:`group_labels`)."""
     detector = pred is None
     det = truth["detected"].to_numpy(bool)
     if detector:
@@ -245,7 +246,7 @@ def estimate_rows(truth: pd.DataFrame, name: str, attribute: str, pred: np.ndarr
            if years is not None else None)
     rows = []
     for gb in s.group_by:
-        lab = labels[gb] if labels is not None else group_labels(truth, gb)
+        lab = labels[gb]
         for g in group_order(lab, gb, classes):
             member = lab == g
             c = _counts(arrays, member)
@@ -275,20 +276,43 @@ def _years_why_not(truth: pd.DataFrame, est: Estimate) -> str:
     return ""
 
 
-def estimator_table(attrs: pd.DataFrame, manifest: pd.DataFrame, s: Settings
-                    ) -> pd.DataFrame:
-    """The estimator report's table (:data:`COLUMNS`; see the module docstring)."""
+@dataclass(frozen=True)
+class _Truth:
+    """What both tables read, computed once: the images in groups (:func:`truth_frame`),
+    the classes of each true dimension, each group_by's :func:`group_labels` and every
+    estimate's :func:`predict`."""
+
+    frame: pd.DataFrame
+    classes: dict[str, tuple[str, ...]]
+    labels: dict[str, np.ndarray]
+    predictions: list[tuple[Estimate, np.ndarray, np.ndarray]]
+
+
+def _truth(attrs: pd.DataFrame, manifest: pd.DataFrame, s: Settings) -> _Truth:
     truth = truth_frame(attrs, manifest)
     races, race_map = race_classes(truth)
-    classes = {"race": races, "gender": ("Female", "Male"), "age": FAIRFACE_AGE_BINS}
-    labels = {gb: group_labels(truth, gb) for gb in s.group_by}
-    rows = estimate_rows(truth, DETECTOR, "face", None, None, classes, s, labels=labels)
-    for est in estimates_in(list(attrs.columns)):
-        pred, years = predict(truth, est, race_map)
+    return _Truth(truth, {"race": races, "gender": GENDER_CLASSES, "age": FAIRFACE_AGE_BINS},
+                  {gb: group_labels(truth, gb) for gb in s.group_by},
+                  [(est, *predict(truth, est, race_map))
+                   for est in estimates_in(list(attrs.columns))])
+
+
+def estimator_tables(attrs: pd.DataFrame, manifest: pd.DataFrame, s: Settings
+                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The estimator report's table (:data:`COLUMNS`; see the module docstring) and the
+    confusion of every estimate per group (:func:`_confusion_table`)."""
+    t = _truth(attrs, manifest, s)
+    return _estimator_table(t, s), _confusion_table(t, s)
+
+
+def _estimator_table(t: _Truth, s: Settings) -> pd.DataFrame:
+    truth = t.frame
+    rows = estimate_rows(truth, DETECTOR, "face", None, None, t.classes, t.labels, s)
+    for est, pred, years in t.predictions:
         why = _years_why_not(truth, est)
         rows += estimate_rows(truth, est.estimator, est.attribute, pred,
                               years if est.kind == "years" and not why else None,
-                              classes, s, mae_why_not=why, labels=labels)
+                              t.classes, t.labels, s, mae_why_not=why)
     table = pd.DataFrame(rows)
     for col in COLUMNS:
         if col not in table:
@@ -302,19 +326,14 @@ def estimator_table(attrs: pd.DataFrame, manifest: pd.DataFrame, s: Settings
     return table[COLUMNS]
 
 
-def confusion_table(attrs: pd.DataFrame, manifest: pd.DataFrame, s: Settings
-                    ) -> pd.DataFrame:
+def _confusion_table(t: _Truth, s: Settings) -> pd.DataFrame:
     """Per estimate, group and true class: how the scored faces were classified
     (``count``, ``n_true``, ``rate`` = count / n_true with its Wilson interval; n/a below
     ``min_n`` true faces, said in ``note``)."""
-    truth = truth_frame(attrs, manifest)
-    races, race_map = race_classes(truth)
-    classes = {"race": races, "gender": ("Female", "Male"), "age": FAIRFACE_AGE_BINS}
+    truth, classes, labels = t.frame, t.classes, t.labels
     det = truth["detected"].to_numpy(bool)
-    labels = {gb: group_labels(truth, gb) for gb in s.group_by}
     frames = []
-    for est in estimates_in(list(attrs.columns)):
-        pred, _ = predict(truth, est, race_map)
+    for est, pred, _ in t.predictions:
         true = truth[est.attribute].to_numpy(dtype=object)
         scored = det & pd.notna(pred) & pd.notna(true)
         long = pd.DataFrame({

@@ -24,8 +24,7 @@ from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.labels.estimators import (
     DETECTOR,
     Settings,
-    confusion_table,
-    estimator_table,
+    estimator_tables,
 )
 from facecast.report.figures import fixed_grid_layout, pyplot, save_figure
 from facecast.report.html_tables import write_markdown_html
@@ -131,8 +130,7 @@ def run_estimators(attributes_path: str | os.PathLike, manifest_path: str | os.P
     alpha = float(cfg.get("alpha", 0.05))
     attrs = read_parquet(attributes_path)
     manifest = read_parquet(manifest_path, columns=["image_id", "status"])
-    table = estimator_table(attrs, manifest, s)
-    conf = confusion_table(attrs, manifest, s)
+    table, conf = estimator_tables(attrs, manifest, s)
     prov = {**dict(provenance or {}), "stage": "estimators", "dataset": dataset,
             "min_n": s.min_n, "n_boot": s.n_boot, "confidence": s.confidence}
     write_parquet(table, out / "estimators.parquet", provenance=prov)

@@ -1,10 +1,12 @@
 """Stage ``features``: prominent facial features from dlib landmarks (results/{ds}/features/).
 
-Per shard (:func:`run_features_shard`): the 68-point predictor runs inside the MTCNN box,
-on the stored facenet crop (the box plus margin, so no image is decoded twice); landmarks
-are mapped back to image pixels; :func:`facecast.labels.landmarks.measurements` and a
-PnP head pose follow. Every faces row is kept: ``status`` ok | no_face (faces status not
-ok) | no_crop | landmark_error.
+Per shard: the landmark shard of the attributes stage
+(:mod:`facecast.attributes.landmarks68`): dlib's 68 points fitted once inside the MTCNN
+box on the stored facenet crop, mapped back to image pixels, with shape measurements and
+a PnP head pose. The ``ofiq`` scorer's job writes it from its own fit (rule
+``attributes_ofiq``); where that scorer does not run, :func:`run_features_shard` (rule
+``features_shard``) makes the same table. Every faces row is kept: ``status`` ok |
+no_face (faces status not usable) | no_crop | landmark_error.
 
 Merge (:func:`run_features_merge`): images pass the near-frontal filter (|yaw| <=
 ``max_yaw``, |pitch| <= ``max_pitch``; others keep their measures with ``frontal`` False
@@ -25,17 +27,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
+from facecast.attributes.landmarks68 import MEASURES
 from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.labels.html import write_html
-from facecast.labels.landmarks import (
-    MEASURES,
-    fit_landmarks,
-    head_pose,
-    load_predictor,
-    measurements,
-)
 
 __all__ = ["FEATURES_DEFAULTS", "PROMINENT_WORDS", "icc1", "percentile_of",
            "prominent_labels", "run_features_merge", "run_features_shard", "shrink"]
@@ -68,55 +63,14 @@ def merged_cfg(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def run_features_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, *,
-                       margin: float = 14.0, provenance: Mapping[str, Any] | None = None
-                       ) -> pd.DataFrame:
-    """Landmarks, measures and pose for one faces shard; one output row per faces row."""
-    from facecast.faces.align import facenet_box
-    from facecast.faces.crops import decode_png
+                       provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """The landmark shard of one faces shard (one output row per faces row) where the
+    ``ofiq`` scorer does not fit the points
+    (:func:`facecast.attributes.landmarks68.run_landmark_shard`)."""
+    from facecast.attributes.landmarks68 import run_landmark_shard
 
-    faces = read_parquet(faces_path, columns=["image_id", "status", "image_width",
-                                              "image_height", "bbox", "crop_facenet"])
-    predictor = load_predictor()
-    n = len(faces)
-    pts_img = np.full((n, 68, 2), np.nan)
-    pts_crop = np.full((n, 68, 2), np.nan)
-    status = np.full(n, "ok", dtype=object)
-    message = np.full(n, "", dtype=object)
-    size = 160
-    for i, r in enumerate(tqdm(faces.itertuples(index=False), total=n, desc="landmarks",
-                               mininterval=5.0)):
-        if r.status not in ("ok", "fallback", "aligned_input", "landmarks_given"):
-            status[i], message[i] = "no_face", f"faces status {r.status}"
-            continue
-        if r.crop_facenet is None or r.bbox is None:
-            status[i], message[i] = "no_crop", "no facenet crop stored (faces.crops)"
-            continue
-        try:
-            crop = decode_png(r.crop_facenet)
-            size = crop.shape[1]
-            x1, y1, x2, y2 = facenet_box(np.asarray(r.bbox), (int(r.image_width),
-                                                             int(r.image_height)), size, margin)
-            sx, sy = size / (x2 - x1), size / (y2 - y1)
-            b = np.asarray(r.bbox, dtype=float)
-            box = [(b[0] - x1) * sx, (b[1] - y1) * sy, (b[2] - x1) * sx, (b[3] - y1) * sy]
-            p = fit_landmarks(predictor, crop, np.asarray(box))
-            pts_crop[i] = p
-            pts_img[i] = np.stack([x1 + p[:, 0] / sx, y1 + p[:, 1] / sy], axis=1)
-        except Exception as exc:  # a bad crop is a row with a status, not a failed job
-            status[i], message[i] = "landmark_error", f"{type(exc).__name__}: {exc}"
-    meas = measurements(pts_crop)
-    pose = head_pose(pts_crop, float(size)) if n else np.zeros((0, 3))
-    out = pd.DataFrame({"image_id": faces["image_id"].astype(str), "status": status,
-                        "message": message})
-    out["landmarks"] = [p.reshape(-1).astype(np.float32).tolist() if np.isfinite(p).all()
-                        else None for p in pts_img]
-    for k, v in meas.items():
-        out[f"m_{k}"] = v
-    out["pose_yaw"], out["pose_pitch"], out["pose_roll"] = pose.T if n else ([], [], [])
-    write_parquet(out, out_path, provenance=dict(provenance or {}) | {
-        "stage": "features", "predictor": "dlib shape_predictor_68_face_landmarks"})
-    log.info("features shard: %d rows, %d with landmarks", n, int((status == "ok").sum()))
-    return out
+    return run_landmark_shard(faces_path, out_path, provenance=dict(provenance or {})
+                              | {"stage": "features"})
 
 
 def shrink(values: np.ndarray, groups: np.ndarray) -> pd.DataFrame:

@@ -7,15 +7,16 @@ Imported when the Snakefile is parsed, so it stays free of heavy imports.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from facecast.attributes.targets import LANDMARKS, ofiq_writes_landmarks
 from facecast.config.util import attribute_only
 from facecast.io.shard_index import EMBED_INDEX, FACES_INDEX
 
 __all__ = ["AUDIT_FILES", "DESCRIBE_FILES", "ESTIMATOR_FILES", "FEATURES_FILES",
-           "audit_inputs", "default_targets", "describe_inputs", "enabled",
-           "estimator_targets", "report_kw"]
+           "FEATURES_SHARD", "audit_inputs", "default_targets", "describe_inputs",
+           "enabled", "estimator_targets", "feature_shards", "report_kw"]
 
 AUDIT_FILES = ["metrics.parquet", "metrics.csv", "rules.csv", "flags.parquet", "kappa.csv",
                "kappa.parquet", "predictions.parquet", "suspects.parquet", "suspects_top.csv",
@@ -32,6 +33,17 @@ DESCRIBE_FIGURES = ["report.html"]
 ESTIMATOR_FILES = ["estimators.parquet", "estimators.csv", "estimators.md",
                    "estimator_confusion.parquet", "estimator_confusion.csv"]
 ESTIMATOR_FIGURES = ["estimators.html", "estimators.png"]
+#: the landmark shard rule ``features_shard`` writes where the ofiq scorer does not
+FEATURES_SHARD = "results/{ds}/features/shards/{shard}.parquet"
+
+
+def feature_shards(config: Mapping[str, Any], ds: str,
+                   per_shard: Callable[..., list[str]]) -> list[str]:
+    """The landmark shards features_merge reads: the ``ofiq`` scorer's
+    (``results/{ds}/attributes/landmarks/``, one dlib fit for both) where it writes them
+    (:func:`facecast.attributes.targets.ofiq_writes_landmarks`), else rule
+    ``features_shard``'s."""
+    return per_shard(LANDMARKS if ofiq_writes_landmarks(config) else FEATURES_SHARD, ds)
 
 
 def estimators_on(config: Mapping[str, Any], ds: str) -> bool:

@@ -32,6 +32,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from facecast.config.fair_sets import rfw_sets
+
 __all__ = ["MIN_SIDE_IDENTITIES", "decide", "identity_count", "needed_identities",
            "side_counts"]
 
@@ -124,15 +126,16 @@ def _table_identities(path: Path) -> Iterator[list[str]]:
 
 
 def _rfw_people(spec: Mapping[str, Any]) -> Iterator[list[str]]:
-    from facecast.config.fair_sets import rfw_sets
+    """Each set's people file, else its image folders (the release layout of
+    :func:`facecast.datasets.rfw.rfw_files`)."""
+    from facecast.datasets.rfw import rfw_files
 
-    root = Path(str(spec.get("root", "")))
     for s in rfw_sets(spec):
-        people = root / "txts" / s / f"{s}_people.txt"
-        if people.is_file():
-            yield from _whitespace_column(people, 0)
-        elif (root / "data" / s).is_dir():
-            yield from _subfolders(root / "data" / s)
+        files = rfw_files(str(spec.get("root", "")), s)
+        if files["people"].is_file():
+            yield from _whitespace_column(files["people"], 0)
+        elif files["images_dir"].is_dir():
+            yield from _subfolders(files["images_dir"])
 
 
 def _celeba(root: Path) -> Iterator[list[str]]:

@@ -145,8 +145,7 @@ class _KSOrder:
     def run(self, table: np.ndarray, sums: tuple[RunningKS, list[RunningKS]]) -> None:
         """A pass of its own over the probability order (when it is not shared)."""
         for k, (lo, hi) in enumerate(zip(self.cuts[:-1], self.cuts[1:], strict=True)):
-            idx = self.order[lo:hi]
-            w = table[:, self.codes.a[idx]] * table[:, self.codes.b[idx]]
+            w = self.codes.weights(table, self.order[lo:hi])
             self.add(sums, k, w.astype(np.float64))
 
 

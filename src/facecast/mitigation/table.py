@@ -8,7 +8,7 @@ its two identities' counts), so every difference is *paired*. Values:
 percentile intervals of the replicates. Differences (method - raw): the Wald test on the
 clustered bootstrap SE with t on G - 1 degrees of freedom and its interval
 (:func:`facecast.compare.inference.clustered_test`); Holm across every test of the table
-(every method, every metric with a test; :func:`facecast.compare.inference.holm`).
+(every method, every metric with a test; :func:`facecast.labels.estimators_stats.holm`).
 
 Not a number (``note``, value and test NaN): TAR at a FAR the evaluated pairs cannot
 resolve, and every figure at the global threshold when the target FMR cannot be resolved
@@ -33,9 +33,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facecast.compare.inference import clustered_test, holm
+from facecast.compare.inference import clustered_test
 from facecast.evaluate.metrics import far_resolvable
 from facecast.fairness.threshold import unresolved_note, zero_rate_groups, zero_rate_note
+from facecast.labels.estimators_stats import holm
 from facecast.mitigation.metrics import LOWER_IS_BETTER
 from facecast.mitigation.replicates import Point, Reps
 
@@ -52,6 +53,8 @@ NOT_TESTED = ("threshold",)
 HIGHER_IS_BETTER = ("accuracy", "auc", "fdr")
 #: max/min ratios of the per-group rates: ``n/a (0 false matches in <group>)`` when infinite
 RATIOS = ("fmr_max_min", "fnmr_max_min")
+
+
 def metric_notes(names: Sequence[str], *, n_impostors: int, fars: Sequence[float],
                  fmr: float, groups: Sequence[str]) -> dict[str, str]:
     """Per metric, ``""`` or why it is not a number on these pairs (module docstring)."""

@@ -24,7 +24,6 @@ group (``fairness.protected``: the joined ``group`` and each protected attribute
 
 from __future__ import annotations
 
-import html
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -36,10 +35,11 @@ import pandas as pd
 from scipy.special import ndtr
 
 from facecast.fairness.groups import image_labels, parse_specs
+from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet
 from facecast.quality.columns import orient
 from facecast.report.figures import pyplot, save_figure
-from facecast.report.html_tables import frame_html, write_html_page
+from facecast.report.html_tables import frame_html, markdown_html, write_html_page
 
 log = logging.getLogger(__name__)
 
@@ -288,18 +288,20 @@ def write_bias_outputs(out: Path, bias: pd.DataFrame, rejection: pd.DataFrame,
                        prov: Mapping[str, Any], title: str, tau: float) -> None:
     """bias.parquet/.csv, rejection.parquet/.csv, bias.png and bias.html (summary first)."""
     write_parquet(bias, out / "bias.parquet", provenance=dict(prov))
-    bias.to_csv(out / "bias.csv", index=False)
+    write_text(out / "bias.csv", bias.to_csv(index=False))
     write_parquet(rejection, out / "rejection.parquet", provenance=dict(prov))
-    rejection.to_csv(out / "rejection.csv", index=False)
+    write_text(out / "rejection.csv", rejection.to_csv(index=False))
     plot_bias(bias, out / "bias.png", title)
     summary = lower_summary(bias)
-    body = ["<p>Quality bias per protected group: standardised difference of each group to "
-            "the rest on values oriented higher = better (&lt; 0: the group's quality is "
-            "lower), identity-clustered bootstrap intervals, Benjamini-Hochberg over the "
-            "table.</p>", "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in summary) + "</ul>",
+    body = [markdown_html("\n".join([
+                "Quality bias per protected group: standardised difference of each group to "
+                "the rest on values oriented higher = better (< 0: the group's quality is "
+                "lower), identity-clustered bootstrap intervals, Benjamini-Hochberg over the "
+                "table.", "", *(f"- {s}" for s in summary)])),
             frame_html(bias, caption="bias per measure and group"),
-            f"<p>Rejection: the lowest q of the images by each measure discarded; FNMR at "
-            f"the one global threshold tau = {tau:.6g} before and after.</p>",
+            markdown_html("Rejection: the lowest q of the images by each measure discarded; "
+                          f"FNMR at the one global threshold tau = {tau:.6g} before and "
+                          "after."),
             frame_html(rejection, caption="rejection by group")]
     write_html_page(out / "bias.html", title, body)
     for line in summary:

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["markdown_html", "inline_html"]
+__all__ = ["markdown_html", "inline_html", "table_head"]
 
 _IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
 _SEPARATOR = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
@@ -224,3 +225,10 @@ def _blocks(lines: list[str]) -> list[_Block]:
 def markdown_html(text: str) -> str:
     """The subset of Markdown facecast writes (module docstring), as HTML body elements."""
     return "\n".join(b.html for b in _blocks(text.splitlines()))
+
+
+def table_head(title: str, prose: str, columns: Sequence[str]) -> list[str]:
+    """The first lines of a one-table Markdown page: ``# title``, a paragraph, and the
+    header and rule rows of a table whose first column is ``model``, then ``columns``."""
+    return [f"# {title}", "", prose, "", "| model | " + " | ".join(columns) + " |",
+            "|---|" + "---|" * len(columns)]

@@ -54,6 +54,10 @@ class IBasicBlock(nn.Module):
 class IResNet(nn.Module):
     """iResNet backbone for 112x112 faces -> ``num_features``-D embedding."""
 
+    #: modules that stay float32 in a half-weights model: the head arcface_torch's forward
+    #: runs outside autocast (``self.fc(x.float())``, then ``features``)
+    fp32_modules = ("fc", "features")
+
     def __init__(self, layers: tuple[int, ...], num_features: int = 512,
                  input_size: int = 112) -> None:
         super().__init__()

@@ -96,6 +96,10 @@ class GDCHead(nn.Module):
 class MobileFaceNet(nn.Module):
     """MobileFaceNet for 112x112 faces -> ``num_features``-D embedding."""
 
+    #: modules that stay float32 in a half-weights model: what arcface_torch's forward runs
+    #: outside autocast (``self.conv_sep(x.float())``, then the ``features`` head)
+    fp32_modules = ("conv_sep", "features")
+
     def __init__(self, blocks: tuple[int, int, int, int] = (1, 4, 6, 2), scale: int = 2,
                  num_features: int = 512) -> None:
         super().__init__()

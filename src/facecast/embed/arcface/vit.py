@@ -118,6 +118,13 @@ class Block(nn.Module):
 class FaceViT(nn.Module):
     """arcface_torch's VisionTransformer (LayerNorm variant) -> ``num_features``-D embedding."""
 
+    #: parts that stay float32 in a half-weights model: what arcface_torch's forward runs
+    #: outside autocast (the final ``norm`` on ``x.float()``, then the ``feature`` head) and
+    #: ``pos_embed``, so the residual stream stays fp32 as in arcface_torch (its patch
+    #: embedding and residual adds run outside autocast); the attention itself is computed
+    #: in fp32 by the forward, the block LayerNorms by autocast
+    fp32_modules = ("norm", "feature", "pos_embed", "mask_token")
+
     def __init__(self, embed_dim: int = 512, depth: int = 12, heads: int = 8,
                  num_features: int = 512, img_size: int = 112, patch: int = 9,
                  mlp_ratio: float = 4.0, mask_ratio: float = 0.1) -> None:
