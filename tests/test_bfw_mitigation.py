@@ -17,6 +17,7 @@ from conftest import REPO, TEST_DATA, run_snakemake
 
 from facecast.config.check import collect
 from facecast.config.prepare import resolve_config
+from facecast.evaluate.targets import score_model_regex
 from facecast.io.parquet_io import read_parquet
 from facecast.mitigation import targets as mt
 from facecast.mitigation.stage import run_mitigation
@@ -63,7 +64,7 @@ def test_score_columns_get_the_score_level_methods_and_no_embedding_input():
         return re.compile(r"results/bfw/mitigation/(?P<model>" + constraint
                           + r")/bfw/table\.md")
 
-    embed_rule, score_rule = rule(mt.embed_model_regex(cfg)), rule(mt.score_model_regex(cfg))
+    embed_rule, score_rule = rule(mt.embed_model_regex(cfg)), rule(score_model_regex(cfg))
     assert not embed_rule.fullmatch(path.format("vgg16")) and embed_rule.fullmatch(
         path.format("vgg16x"))
     assert score_rule.fullmatch(path.format("vgg16")) and not score_rule.fullmatch(

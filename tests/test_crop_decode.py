@@ -206,15 +206,45 @@ def test_batched_jpeg_path_keeps_order_and_flags_bad_rows():
     OpenCV, sizes are checked, and the pixels are the CPU decoder's."""
     arrs = _photos(3)
     small = np.asarray(Image.fromarray(arrs[2]).resize((96, 96)))
-    blobs = [encode_png_fast(arrs[0]), _jpeg(arrs[1]), _jpeg(arrs[2])[:300], _jpeg(small),
-             _jpeg(arrs[2])]
-    ds = CropBatches(blobs, np.arange(5), batch_size=8, size=112,
+    no_image = b"\xff\xd8\xff\xe0" + b"\x00" * 200 + b"\xff\xd9"  # ends right, holds nothing
+    blobs = [encode_png_fast(arrs[0]), _jpeg(arrs[1]), no_image, _jpeg(small),
+             _jpeg(arrs[2]), _jpeg(arrs[2])[:300]]
+    ds = CropBatches(blobs, np.arange(6), batch_size=8, size=112,
                      nvjpeg_device=torch.device("cpu"))
     crops, rows, ok, errors = ds[0]
-    assert ok.tolist() == [True, True, False, False, True] and rows.tolist() == list(range(5))
+    assert ok.tolist() == [True, True, False, False, True, False]
+    assert rows.tolist() == list(range(6))
     assert np.array_equal(crops[0].numpy(), arrs[0])
     for i in (1, 4):
         assert np.array_equal(crops[i].numpy(), _pillow(blobs[i])) and errors[i] == ""
     assert errors[2].startswith("crop does not decode (nvjpeg): ")
     assert errors[3] == "crop does not decode: crop is 96x96, expected 112x112"
-    assert not crops[2].any() and not crops[3].any()
+    # a truncated JPEG never reaches nvJPEG (which may fill it with grey): the shared check
+    assert errors[5] == ("crop does not decode: truncated JPEG data: no end-of-image marker "
+                         "(300 bytes)")
+    assert not crops[2].any() and not crops[3].any() and not crops[5].any()
+
+
+def test_a_crop_that_does_not_decode_is_named_not_fatal(tmp_path):
+    """A corrupt crop in the faces shards: the .bin export's crop spill records the image's
+    reason (so the export's error names it) instead of dying on a bare decode error, and
+    the hard-pairs tiles skip it (the grey tile) while the good crop still becomes a tile."""
+    from facecast.analysis.bin_writer import CropSpill
+    from facecast.analysis.bins import encode_image, missing_crops
+    from facecast.analysis.exports import ExportError
+    from facecast.fairness.hardpairs import load_tiles
+
+    good = _photos(1)[0]
+    faces = tmp_path / "faces.parquet"
+    pd.DataFrame({"image_id": ["good", "bad"], "status": ["ok", "ok"],
+                  "crop_arcface": [encode_png_fast(good), _jpeg(good)[:300]]}).to_parquet(faces)
+    with CropSpill(tmp_path) as spill:
+        spill.fill([faces], ["good", "bad"], lambda b: encode_image(b, "jpg"))
+        assert "good" in spill and "bad" not in spill
+        assert spill.status["bad"] == ("crop does not decode: truncated JPEG data: no "
+                                       "end-of-image marker (300 bytes)")
+        rows = pd.DataFrame({"image_a": ["good"], "image_b": ["bad"]})
+        with pytest.raises(ExportError, match=r"bad \(crop does not decode: truncated JPEG"):
+            missing_crops(rows, spill, "x")
+    tiles = load_tiles(["good", "bad"], [faces])
+    assert list(tiles) == ["good"] and tiles["good"].size[0] > 0

@@ -11,6 +11,21 @@
 import facecast.mitigation.targets as mitigation_targets
 
 MITIGATION_DIR = mitigation_targets.MITIGATION_DIR
+# the named outputs of rules mitigation and mitigation_scores (they differ in methods)
+MITIGATION_OUTPUTS = dict(
+    table=f"{MITIGATION_DIR}/table.parquet",
+    table_csv=f"{MITIGATION_DIR}/table.csv",
+    differences=f"{MITIGATION_DIR}/differences.parquet",
+    differences_csv=f"{MITIGATION_DIR}/differences.csv",
+    calibration=f"{MITIGATION_DIR}/calibration.parquet",
+    split=f"{MITIGATION_DIR}/split.parquet",
+    learned=f"{MITIGATION_DIR}/learned.json",
+    table_md=f"{MITIGATION_DIR}/table.md",
+    html=report(f"{MITIGATION_DIR}/report.html", **mitigation_targets.report_kw("report")),
+    png=report(
+        f"{MITIGATION_DIR}/pareto.png", **mitigation_targets.report_kw("accuracy vs bias")
+    ),
+)
 
 
 rule mitigation:
@@ -20,18 +35,7 @@ rule mitigation:
         ),
     output:
         [f"{MITIGATION_DIR}/{name}" for name in mitigation_targets.method_files(config)],
-        table=f"{MITIGATION_DIR}/table.parquet",
-        table_csv=f"{MITIGATION_DIR}/table.csv",
-        differences=f"{MITIGATION_DIR}/differences.parquet",
-        differences_csv=f"{MITIGATION_DIR}/differences.csv",
-        calibration=f"{MITIGATION_DIR}/calibration.parquet",
-        split=f"{MITIGATION_DIR}/split.parquet",
-        learned=f"{MITIGATION_DIR}/learned.json",
-        table_md=f"{MITIGATION_DIR}/table.md",
-        html=report(f"{MITIGATION_DIR}/report.html", **mitigation_targets.report_kw("report")),
-        png=report(
-            f"{MITIGATION_DIR}/pareto.png", **mitigation_targets.report_kw("accuracy vs bias")
-        ),
+        **MITIGATION_OUTPUTS,
     wildcard_constraints:
         model=mitigation_targets.embed_model_regex(config),
         protocol=r"[^/]+",
@@ -61,20 +65,9 @@ use rule mitigation as mitigation_scores with:
             f"{MITIGATION_DIR}/{name}"
             for name in mitigation_targets.method_files(config, score=True)
         ],
-        table=f"{MITIGATION_DIR}/table.parquet",
-        table_csv=f"{MITIGATION_DIR}/table.csv",
-        differences=f"{MITIGATION_DIR}/differences.parquet",
-        differences_csv=f"{MITIGATION_DIR}/differences.csv",
-        calibration=f"{MITIGATION_DIR}/calibration.parquet",
-        split=f"{MITIGATION_DIR}/split.parquet",
-        learned=f"{MITIGATION_DIR}/learned.json",
-        table_md=f"{MITIGATION_DIR}/table.md",
-        html=report(f"{MITIGATION_DIR}/report.html", **mitigation_targets.report_kw("report")),
-        png=report(
-            f"{MITIGATION_DIR}/pareto.png", **mitigation_targets.report_kw("accuracy vs bias")
-        ),
+        **MITIGATION_OUTPUTS,
     wildcard_constraints:
-        model=mitigation_targets.score_model_regex(config),
+        model=eval_targets.score_model_regex(config),  # BFW's score columns
         protocol=r"[^/]+",
 
 

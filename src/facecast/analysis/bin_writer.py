@@ -35,6 +35,7 @@ from typing import IO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from facecast.faces.crops import decode_error_text
 from facecast.io.atomic import atomic_path
 
 #: the pickle protocol written (``pickle.DEFAULT_PROTOCOL`` of Python 3.8+; CAST writes 4)
@@ -114,8 +115,12 @@ class CropSpill:
                 continue
             self.status.setdefault(iid, status)
             blob = crops[k].as_py()
-            if blob is not None:
+            if blob is None or iid in self:
+                continue
+            try:
                 self.add(iid, encode(blob))
+            except ValueError as err:  # a crop that does not decode: named by the export
+                self.status[iid] = f"crop does not decode: {decode_error_text(err)}"
 
 
 def _bytes_op(n: int) -> bytes:

@@ -17,7 +17,8 @@ from facecast.datasets.manifest import DatasetError
 PARTITIONS = {"0": "train", "1": "val", "2": "test"}
 
 
-def _find(root: Path, name: str, subdirs: tuple[str, ...]) -> Path:
+def find_file(root: Path, name: str, subdirs: tuple[str, ...]) -> Path:
+    """``root/name`` or ``root/<subdir>/name``, the first that is a file; DatasetError else."""
     for sub in ("", *subdirs):
         p = root / sub / name
         if p.is_file():
@@ -84,13 +85,13 @@ def read_celeba(root: str | Path, images_dir: str | None = None) -> pd.DataFrame
                 break
         else:
             raise DatasetError(f"no img_align_celeba/ or img_celeba/ folder in {root}")
-    identities = _read_pairs(_find(root, "identity_CelebA.txt", ("Anno",)), "identity")
-    partition_file = _find(root, "list_eval_partition.txt", ("Eval", "Anno"))
+    identities = _read_pairs(find_file(root, "identity_CelebA.txt", ("Anno",)), "identity")
+    partition_file = find_file(root, "list_eval_partition.txt", ("Eval", "Anno"))
     partitions = _read_pairs(partition_file, "partition")
     bad = [k for k, v in partitions.items() if v not in PARTITIONS]
     if bad:
         raise DatasetError(f"{partition_file}: partition must be 0, 1 or 2 (image {bad[0]})")
-    attrs = read_celeba_attributes(_find(root, "list_attr_celeba.txt", ("Anno",)))
+    attrs = read_celeba_attributes(find_file(root, "list_attr_celeba.txt", ("Anno",)))
     df = pd.DataFrame({"file": list(identities), "identity": list(identities.values())})
     df["split"] = df["file"].map(lambda f: PARTITIONS.get(partitions.get(f, ""), "unknown"))
     df = df.merge(attrs, on="file", how="left")

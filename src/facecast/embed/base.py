@@ -73,12 +73,18 @@ def autocast(device: torch.device, amp: str = "none") -> Iterator[None]:
 
     fp16 on CPU is slow and poorly supported, so on CPU only ``bf16`` is honoured.
     """
-    dtype = AMP_DTYPES[amp]
-    if dtype is None or (device.type == "cpu" and dtype is torch.float16):
+    dtype = AMP_DTYPES[active_amp(device, amp)]
+    if dtype is None:
         yield
         return
     with torch.autocast(device_type=device.type, dtype=dtype):
         yield
+
+
+def active_amp(device: torch.device, amp: str) -> str:
+    """The mixed precision a forward pass on ``device`` really runs under: :func:`autocast`
+    ignores fp16 on a CPU."""
+    return "none" if device.type == "cpu" and amp == "fp16" else amp
 
 
 class Embedder(abc.ABC):

@@ -20,7 +20,13 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
-from facecast.faces.crops import DECODER_NAMES, crop_format, decode_crop, decode_error_text
+from facecast.faces.crops import (
+    DECODER_NAMES,
+    check_crop_bytes,
+    crop_format,
+    decode_crop,
+    decode_error_text,
+)
 from facecast.parallel import ordered_prefetch
 
 #: one decoded batch: (uint8 crops, row indices, ok mask, error messages)
@@ -98,7 +104,11 @@ class CropBatches:
         gpu = []
         for i, r in enumerate(rows):
             if self.nvjpeg_device is not None and crop_format(self.crops[r]) == "jpeg":
-                gpu.append(i)
+                try:
+                    check_crop_bytes(self.crops[r])
+                    gpu.append(i)
+                except ValueError as err:
+                    errors[i] = f"crop does not decode: {decode_error_text(err)}"
                 continue
             try:
                 arr = decode_crop(self.crops[r])

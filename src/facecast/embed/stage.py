@@ -61,7 +61,7 @@ import pyarrow.parquet as pq
 import torch
 from tqdm import tqdm
 
-from facecast.embed.base import CROP_SIZES, Embedder
+from facecast.embed.base import CROP_SIZES, Embedder, active_amp
 from facecast.embed.cuda_numerics import (
     DEFAULT_COMPILE_CACHE,
     compile_cache,
@@ -120,7 +120,7 @@ def batch_invariance(embedder: Embedder, micro_batch: int, tf32: bool = False
         return {"batch_invariant": True, "forward_batch": 1,
                 "batch_invariance": "features computed crop by crop"}
     if embedder.device.type != "cpu":
-        return {**cuda_batch_invariance(active_amp(embedder), bool(tf32),
+        return {**cuda_batch_invariance(active_amp(embedder.device, embedder.amp), bool(tf32),
                                         bool(getattr(embedder, "compiled", False))),
                 "tf32": bool(tf32)}
     if micro_batch <= 0:
@@ -252,16 +252,11 @@ def feature_problems(feats: np.ndarray, model: str, amp: str = "none"
     return norms, reasons
 
 
-def active_amp(embedder: Embedder) -> str:
-    """The mixed precision the forward pass really ran under (fp16 is ignored on CPU)."""
-    return "none" if embedder.device.type == "cpu" and embedder.amp == "fp16" else embedder.amp
-
-
 def unusable_error(embedder: Embedder, reasons: np.ndarray) -> UnusableFeaturesError:
     """The one error of a job whose every embedded face failed: the model and likely cause."""
     kinds = pd.Series([r.split(" from model")[0] for r in reasons]).value_counts()
     summary = "; ".join(f"{k}: {v}" for k, v in kinds.items())
-    amp = active_amp(embedder)
+    amp = active_amp(embedder.device, embedder.amp)
     if amp != "none":
         cause = (f"activations overflowing under {amp} mixed precision; set embed.amp: none"
                  + (" (or bf16, which has float32's range)" if amp == "fp16" else ""))
@@ -338,7 +333,7 @@ def _embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, mod
     for i, r in enumerate(rows):
         if not ok[i]:
             status[r], message[r] = "decode_error", errors[i]
-    norms, reasons = feature_problems(feats, model_name, active_amp(embedder))
+    norms, reasons = feature_problems(feats, model_name, active_amp(embedder.device, embedder.amp))
     finite = ok & (reasons == "")
     bad = ok & ~finite
     if bad.any() and not finite.any():

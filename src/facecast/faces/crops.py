@@ -106,6 +106,21 @@ def crop_format(data: bytes | None) -> str:
     return "jpeg" if bytes(data[:3]) == _JPEG_SOI else ""
 
 
+def check_crop_bytes(data: bytes | None, formats: tuple[str, ...] = ("png", "jpeg")) -> str:
+    """The format of stored crop bytes (:func:`crop_format`) when it is one of ``formats``
+    and, for JPEG, the stream ends with its end-of-image marker; else ``ValueError`` with a
+    deterministic message. Every decoder checks the bytes here first (libjpeg and nvJPEG
+    may fill a truncated stream with grey and decode it; Pillow refuses it)."""
+    fmt = crop_format(data)
+    if fmt not in formats:
+        got = fmt.upper() if fmt else f"{len(data or b'')} bytes of no known image format"
+        raise ValueError(f"expected {' or '.join(f.upper() for f in formats)} bytes, got {got}")
+    assert data is not None
+    if fmt == "jpeg" and not bytes(data[-2:]) == b"\xff\xd9":
+        raise ValueError(f"truncated JPEG data: no end-of-image marker ({len(data)} bytes)")
+    return fmt
+
+
 def decode_crop(data: bytes, formats: tuple[str, ...] = ("png", "jpeg")) -> np.ndarray:
     """The HxWx3 uint8 RGB pixels of stored crop bytes (PNG or JPEG, as ``formats`` allow).
 
@@ -117,13 +132,7 @@ def decode_crop(data: bytes, formats: tuple[str, ...] = ("png", "jpeg")) -> np.n
     corrupt data (OpenCV checks PNG CRCs, Pillow does not) raise ``ValueError`` with a
     deterministic message.
     """
-    fmt = crop_format(data)
-    if fmt not in formats:
-        got = fmt.upper() if fmt else f"{len(data or b'')} bytes of no known image format"
-        raise ValueError(f"expected {' or '.join(f.upper() for f in formats)} bytes, got {got}")
-    if fmt == "jpeg" and not bytes(data[-2:]) == b"\xff\xd9":
-        # libjpeg fills a truncated stream with grey and decodes it; Pillow refuses it
-        raise ValueError(f"truncated JPEG data: no end-of-image marker ({len(data)} bytes)")
+    fmt = check_crop_bytes(data, formats)
     arr = cv2.imdecode(np.frombuffer(data, np.uint8), _CV_FLAGS)
     if arr is None or arr.ndim != 3 or arr.shape[2] != 3:
         raise ValueError(f"truncated or corrupt {fmt.upper()} data ({len(data)} bytes)")

@@ -58,9 +58,13 @@ def load_tiles(image_ids: Sequence[str], faces_paths: Sequence[str | os.PathLike
             table = ds.to_table(columns=cols, filter=pads.field("image_id").isin(wanted))
             for row in table.to_pylist():
                 blob = row.get("crop_arcface") or row.get("crop_facenet")
-                if blob:
+                if not blob:
+                    continue
+                try:
                     tiles[row["image_id"]] = Image.fromarray(decode_crop(blob)).resize(
                         (TILE, TILE))
+                except ValueError:  # a crop that does not decode: the dataset image, else
+                    continue        # the grey "missing" tile
     if manifest is not None and root is not None:
         root = Path(root).resolve()
         where = manifest.set_index(manifest["image_id"].astype(str))["path"]

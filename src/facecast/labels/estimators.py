@@ -222,6 +222,8 @@ def _mae_cells(err: np.ndarray, member: np.ndarray, s: Settings, key: str,
     elif rest.size:
         out["notes"].append(f"p_mae: n/a (the rest has {rest.size} < estimators.min_n "
                             f"{s.min_n})")
+    else:
+        out["notes"].append("p_mae: n/a (no rest with years to compare)")
     return out
 
 

@@ -139,10 +139,14 @@ def _rfw_people(spec: Mapping[str, Any]) -> Iterator[list[str]]:
 
 
 def _celeba(root: Path) -> Iterator[list[str]]:
-    for sub in ("", "Anno"):
-        if (root / sub / "identity_CelebA.txt").is_file():
-            yield from _whitespace_column(root / sub / "identity_CelebA.txt", 1)
-            return
+    from facecast.datasets.celeba import find_file
+    from facecast.datasets.manifest import DatasetError
+
+    try:
+        path = find_file(root, "identity_CelebA.txt", ("Anno",))
+    except DatasetError:
+        return
+    yield from _whitespace_column(path, 1)
 
 
 def _batches(spec: Mapping[str, Any]) -> tuple[Iterable[Iterable[str]] | None, str]:

@@ -120,9 +120,7 @@ class _KSOrder:
             self.local = [None] * (len(self.cuts) - 1)
         self.gap = (prob - label)[self.order]
         g = np.asarray(group, dtype=object)[self.order]
-        codes = np.full(len(g), -1, np.int64)
-        for i, name in enumerate(groups):
-            codes[g == name] = i
+        codes = codes_of(g, list(groups))
         self.members = [[np.flatnonzero(codes[lo:hi] == i) for i in range(len(groups))]
                         for lo, hi in zip(self.cuts[:-1], self.cuts[1:], strict=True)]
         self.n_groups = len(groups)

@@ -26,6 +26,7 @@ import pandas as pd
 
 from facecast.compare.inference import MIN_IDENTITIES
 from facecast.evaluate.folds import EVAL_FOLD
+from facecast.mitigation.auto import side_counts
 
 __all__ = ["STATUS", "Split", "check_sides", "split_by_fraction", "split_by_source"]
 
@@ -99,7 +100,7 @@ def split_by_fraction(pairs: pd.DataFrame, fraction: float, seed: int) -> Split:
     ia, ib = _identities(pairs)
     ids = np.array(sorted(set(ia) | set(ib)), dtype=object)
     rng = np.random.default_rng(int(seed))
-    n_cal = int(np.clip(round(float(fraction) * len(ids)), 0, len(ids)))
+    n_cal = side_counts(len(ids), fraction)[0]
     cal = sorted(str(i) for i in ids[rng.permutation(len(ids))[:n_cal]])
     out = _with_status(pairs, _statuses(pairs, set(cal), learn_here=True))
     calib = out[out["status"] == "calibration"].reset_index(drop=True)

@@ -39,7 +39,7 @@ __all__ = ["EMBEDDING_METHODS", "FUSION_METHODS", "GROUP_METHODS", "METHODS",
            "calibration_source", "dropped_methods", "embed_model_regex", "enabled",
            "fairness_section", "fusion_models", "is_score_model", "method_files",
            "methods", "models", "partners", "protocols", "report_kw", "rule_inputs",
-           "run_methods", "score_model_regex", "skip_reason", "targets", "unavailable"]
+           "run_methods", "skip_reason", "targets", "unavailable"]
 
 #: where rule ``mitigation`` writes
 MITIGATION_DIR = "results/{ds}/mitigation/{model}/{protocol}"
@@ -229,11 +229,6 @@ def method_files(config: Mapping[str, Any], score: bool = False) -> list[str]:
     """``<method>/pairs.parquet`` of every method that runs on an embed model (on a score
     column with ``score``): the rule outputs, relative."""
     return [f"{m}/pairs.parquet" for m in run_methods(config, _kind_model(config, score))]
-
-
-def score_model_regex(config: Mapping[str, Any]) -> str:
-    """The ``{model}`` constraint of rule ``mitigation_scores``: BFW's score columns."""
-    return name_regex(score_models(config))
 
 
 def embed_model_regex(config: Mapping[str, Any]) -> str:

@@ -53,7 +53,7 @@ import warnings
 import torch
 from torch import nn
 
-from facecast.embed.base import AMP_DTYPES, autocast
+from facecast.embed.base import AMP_DTYPES, active_amp, autocast
 
 log = logging.getLogger("facecast.embed")
 
@@ -141,11 +141,6 @@ def half_model(model: nn.Module, dtype: torch.dtype) -> nn.Module:
     return _channels_last(half)
 
 
-def active_amp(device: torch.device, amp: str) -> str:
-    """The reduced precision that really runs (autocast ignores fp16 on a CPU)."""
-    return "none" if device.type == "cpu" and amp == "fp16" else amp
-
-
 def check_input(device: torch.device, channels_last: bool = False) -> torch.Tensor:
     """:func:`check_inputs` on ``device`` in the layout the embedder feeds the model."""
     x = check_inputs().to(device)
@@ -230,8 +225,8 @@ def build_inference_model(model: nn.Module, mode: str, device: torch.device,
     if mode == "half":
         return build_half(model, device, amp, name)
     if mode == "eager":
-        return (_channels_last(model) if device.type == "cuda" else model), "eager"
-    x = check_inputs().to(device)
+        return _eager(model, device)
+    x = check_input(device)
     with torch.inference_mode():
         reference = model(x).float()
     tries = ["frozen", "fused"] if mode == "frozen" else ["fused"]
@@ -242,7 +237,7 @@ def build_inference_model(model: nn.Module, mode: str, device: torch.device,
                 xin = x
             else:
                 candidate = _channels_last(fold_batchnorm(model))
-                xin = x.contiguous(memory_format=torch.channels_last)
+                xin = check_input(device, channels_last=True)
             with torch.inference_mode():
                 cos = min_cosine(candidate(xin).float(), reference)
         except Exception as exc:  # noqa: BLE001 - any failure falls back to a safer mode
@@ -255,4 +250,4 @@ def build_inference_model(model: nn.Module, mode: str, device: torch.device,
             return candidate, attempt
         log.warning("model %s: inference %s gives features that differ from the eager model "
                     "(min cosine %.6f < %s); not used", name, attempt, cos, MIN_COSINE)
-    return (_channels_last(model) if device.type == "cuda" else model), "eager"
+    return _eager(model, device)
