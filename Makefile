@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.facecast-installed
 # (see tests/conftest.py); each worker's Snakemake runs use 2 cores.
 TEST_WORKERS ?= 2
 
-.PHONY: install demo test lint bench clean-results iqa
+.PHONY: install demo test lint bench clean-results iqa mutate
 
 install: $(STAMP)
 
@@ -49,6 +49,14 @@ lint: install
 
 bench: install
 	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# Mutation testing (issue 51): mutmut on the modules that compute published figures, one
+# module at a time against its own tests (tests/mutation/run.py; docs/CONTRIBUTING.md).
+# `make mutate MODULES="evaluate.folds compare.paired"` runs those only. Not in CI: slow.
+MODULES ?=
+MUTATE_JOBS ?= 1
+mutate: install
+	$(BIN)/python tests/mutation/run.py --jobs $(MUTATE_JOBS) $(MODULES)
 
 clean-results:
 	rm -rf results .snakemake

@@ -6,9 +6,13 @@ A synthetic datatable of BFW's shape: 8 subgroups x ``--people`` people (BFW: 10
 images, 5 folds with no person in two folds, every genuine pair of each person (300) and
 random impostor pairs within the subgroup and fold up to ``--pairs`` rows (BFW: ~920k),
 four score columns (vgg16, resnet50, senet50, sphereface) whose impostor scores shift by
-subgroup. The CSV is written with pandas' index column, as BFW ships it. The config is
+subgroup. ``--cross F``: a share F of the impostor pairs pairs people of two subgroups
+(issue 46.2: pairs the global threshold of ``demographics.global_pairs: same_group``
+leaves out). The CSV is written with pandas' index column, as BFW ships it. The config is
 the one ``docs/usage.md`` ("Your BFW") gives, with the schema's defaults (fairness and
-demographics: identity-clustered bootstraps, cross-validated thresholds, plots).
+demographics: identity-clustered bootstraps, cross-validated thresholds, plots) and the
+demographics job's config of a ``bfw`` dataset (BFW's five intended FMRs, the global
+threshold on same-subgroup pairs).
 
 Each model's chain (evaluate -> fairness -> demographics) runs in its own process,
 ``--workers`` at a time (Snakemake with ``--cores 2`` runs two jobs at once). Prints the
@@ -43,6 +47,7 @@ from facecast.datasets.stage import build_manifest
 from facecast.evaluate.stage import evaluate_given_scores, write_set_protocol
 from facecast.evaluate.targets import job_config
 from facecast.fairness.stage import run_demographics, run_fairness
+from facecast.fairness.targets import demographics_config
 
 GROUPS = ("asian_females", "asian_males", "black_females", "black_males", "indian_females",
           "indian_males", "white_females", "white_males")
@@ -51,7 +56,8 @@ PER_PERSON = 25
 FOLDS = 5
 
 
-def synthetic_table(path: Path, people: int, n_pairs: int, seed: int = 41) -> int:
+def synthetic_table(path: Path, people: int, n_pairs: int, seed: int = 41,
+                    cross: float = 0.0) -> int:
     """Write a BFW-shaped datatable of about ``n_pairs`` rows; return its row count."""
     rng = np.random.default_rng(seed)
     a, b = np.triu_indices(PER_PERSON, 1)
@@ -66,22 +72,25 @@ def synthetic_table(path: Path, people: int, n_pairs: int, seed: int = 41) -> in
     p1 = rng.integers(0, n_people, n_imp)
     step = FOLDS * (1 + rng.integers(0, max(1, people // FOLDS - 1), n_imp))
     p2 = group[p1] * people + (p1 - group[p1] * people + step) % people
+    across = rng.random(n_imp) < cross  # the same person slot in another subgroup
+    other = (group[p1] + 1 + rng.integers(0, len(GROUPS) - 1, n_imp)) % len(GROUPS)
+    p2 = np.where(across, other * people + (p2 - group[p2] * people), p2)
     ja = p1 * PER_PERSON + rng.integers(0, PER_PERSON, n_imp)
     jb = p2 * PER_PERSON + rng.integers(0, PER_PERSON, n_imp)
     img_a, img_b = np.concatenate([ia, ja]), np.concatenate([ib, jb])
     label = np.r_[np.ones(len(ia), np.int8), np.zeros(n_imp, np.int8)]
     person_a, person_b = img_a // PER_PERSON, img_b // PER_PERSON
-    g = group[person_a]
-    names = np.array(GROUPS)[g]
+    g, g2 = group[person_a], group[person_b]
+    names, names2 = np.array(GROUPS)[g], np.array(GROUPS)[g2]
     paths = np.array([f"{GROUPS[group[p]]}/n{p:06d}/{k:04d}_01.jpg"
                       for p in range(n_people) for k in range(PER_PERSON)])
-    eth = np.array([x[0].upper() for x in GROUPS])[g]
-    gen = np.array([x.split("_")[1][0].upper() for x in GROUPS])[g]
+    eth = np.array([x[0].upper() for x in GROUPS])
+    gen = np.array([x.split("_")[1][0].upper() for x in GROUPS])
     abbr = np.char.add(eth, gen)
     df = pd.DataFrame({"fold": fold[person_a], "p1": paths[img_a], "p2": paths[img_b],
                        "label": label, "id1": person_a, "id2": person_b, "att1": names,
-                       "att2": names, "a1": abbr, "a2": abbr, "g1": gen, "g2": gen,
-                       "e1": eth, "e2": eth})
+                       "att2": names2, "a1": abbr[g], "a2": abbr[g2], "g1": gen[g],
+                       "g2": gen[g2], "e1": eth[g], "e2": eth[g2]})
     shift = 0.03 * (g % 4)
     for m, sd in MODELS.items():
         mu = np.where(label == 1, 0.55, 0.15 + shift)
@@ -115,7 +124,7 @@ def _chain(model: str, config: dict[str, Any], work: str) -> dict[str, float]:
     times["fairness"] = time.perf_counter() - t
     t = time.perf_counter()
     run_demographics(f"eval/{model}.parquet", "attributes.parquet", f"demographics/{model}",
-                     config["demographics"], config["fairness"], model=model,
+                     demographics_config(config, "bfw"), config["fairness"], model=model,
                      protocol="bfw", seed=config["seed"])
     times["demographics"] = time.perf_counter() - t
     times["cpu"] = time.process_time() - cpu0
@@ -127,13 +136,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--full", action="store_true", help="BFW's size: 920,000 pairs")
     ap.add_argument("--workers", type=int, default=2, help="model chains at once (cores)")
+    ap.add_argument("--cross", type=float, default=0.0,
+                    help="share of impostor pairs across two subgroups")
     args = ap.parse_args()
     people, n_pairs = (100, 920_000) if args.full else (20, 92_000)
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         table = work / "bfw-datatable.csv"
-        n = synthetic_table(table, people, n_pairs)
+        n = synthetic_table(table, people, n_pairs, cross=args.cross)
         print(f"synthetic datatable: {n:,} pairs, {len(GROUPS) * people * PER_PERSON:,} images, "
               f"{len(MODELS)} score models")
         config = bfw_config(table)

@@ -33,6 +33,12 @@ by 1/n only where a score sits within ~1e-6 of a threshold (1/20,000 = 5e-5 for 
 impostor rates). A cell beyond it is a real difference (a face detected differently, a
 pair mined differently) and is listed with its file, column and row.
 
+**Recomputed.** ``--newer-than MARKER``: every metric table of RUN_B must be newer than the
+file MARKER, else it is a problem (``not recomputed``). The GPU check makes RUN_B as a
+copy of RUN_A (faces computed once, on one device, for both runs: issue 48) and reruns
+embed and everything after it there; a table the second run left as copied would compare
+equal to itself and pass for nothing.
+
 Prints the stage table, the per-file maxima, the worst cells, and a last line
 ``metrics <a> vs <b> within <tol>: PASS|FAIL (...)``; exits 1 on FAIL.
 """
@@ -182,10 +188,17 @@ def compare_frames(name: str, a: pd.DataFrame, b: pd.DataFrame, tol: float,
 
 
 def compare_runs(run_a: Path, run_b: Path, tol: float = TOL,
-                 stages: tuple[str, ...] = METRIC_STAGES) -> Comparison:
-    """Every metric table of ``run_a`` against the same file of ``run_b``."""
+                 stages: tuple[str, ...] = METRIC_STAGES,
+                 newer_than: Path | None = None) -> Comparison:
+    """Every metric table of ``run_a`` against the same file of ``run_b``; with
+    ``newer_than``, a table of ``run_b`` not newer than that file is a problem."""
     out = Comparison()
     ta, tb = metric_tables(run_a, stages), metric_tables(run_b, stages)
+    if newer_than is not None:
+        since = os.path.getmtime(newer_than)
+        stale = [n for n in tb if os.path.getmtime(run_b / n) <= since]
+        out.problems += [f"{n}: not recomputed in {run_b} (not newer than {newer_than})"
+                         for n in stale]
     if not ta:
         out.problems.append(f"{run_a}: no metric tables under results/*/{{{','.join(stages)}}}")
     for name in sorted(set(ta) ^ set(tb)):
@@ -254,10 +267,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tol", type=float, default=TOL, help="tolerance (see the docstring)")
     ap.add_argument("--stages", default=",".join(METRIC_STAGES),
                     help="folders of results/<ds>/ whose tables are compared")
+    ap.add_argument("--newer-than", type=Path, default=None,
+                    help="every metric table of run_b must be newer than this file")
     args = ap.parse_args(argv)
     la, lb = (args.labels.split(",") + ["b"])[:2]
     print(times_table(args.run_a, args.run_b, (la, lb)), flush=True)
-    cmp = compare_runs(args.run_a, args.run_b, args.tol, tuple(args.stages.split(",")))
+    cmp = compare_runs(args.run_a, args.run_b, args.tol, tuple(args.stages.split(",")),
+                       args.newer_than)
     print(report(cmp, (la, lb), args.tol))
     return 0 if cmp.ok else 1
 

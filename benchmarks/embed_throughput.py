@@ -30,9 +30,13 @@ it finishes in well under 2 minutes on 2 cores. Bigger runs go behind flags:
 ``--decode-scaling`` instead prints crops/s of decoding 112 px PNG crops in batches of 64
 on 1, 2, 4, 8 and 16 threads (up to ``os.cpu_count()``) with the stage's decoder
 (:class:`facecast.embed.data.CropBatches`: OpenCV, which releases the GIL) and with Pillow
-(the decoder before; it holds the GIL for part of each crop), ``--decode-n`` crops, best of
-``--decode-repeat``; its last line is ``decode scaling: 1 thread A crops/s, N threads B
-crops/s, ratio R`` for the stage's decoder. Seconds on 2 cores:
+(the decoder before; it holds the GIL for part of each crop), ``--decode-n`` crops (default:
+enough for :data:`BATCHES_PER_THREAD` batches per thread at the most threads, so the
+threads have work to scale on), best of ``--decode-repeat``; its last line is ``decode
+scaling: 1 thread A crops/s, N threads B crops/s, ratio R (...)`` for the stage's decoder,
+with the crops, the batches per thread, ``os.cpu_count()`` and the physical cores that
+``lscpu`` counts (16 VM cores may be 8 physical cores with two threads each). Seconds on 2
+cores:
 
     python benchmarks/embed_throughput.py --decode-scaling
 
@@ -57,12 +61,14 @@ import numpy as np
 import torch
 from skimage.data import astronaut
 
-from facecast.embed.base import resolve_device
+from facecast.embed.base import active_amp, resolve_device
+from facecast.embed.cuda_numerics import cudnn_benchmark
 from facecast.embed.data import crop_loader
 from facecast.embed.lbp import CovarianceAccumulator, fit_whitening, lbp_features, save_fit
 from facecast.embed.registry import build_embedder
 from facecast.embed.stage import embed_crops
 from facecast.faces.crops import encode_png
+from facecast.faces.cuda_fp32 import cuda_fp32
 
 
 def make_pngs(n: int, size: int, seed: int = 0) -> list[bytes]:
@@ -188,15 +194,36 @@ def decode_rate(decoder: str, pngs: list[bytes], threads: int, repeat: int,
     return best
 
 
+#: --decode-scaling: batches of 64 crops per thread at the most threads, at least
+BATCHES_PER_THREAD = 8
+
+
+def physical_cores() -> int | None:
+    """Physical cores as ``lscpu -p=CORE,SOCKET`` counts them (None without lscpu)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["lscpu", "-p=CORE,SOCKET"], capture_output=True, text=True,
+                             timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return len({line for line in out.splitlines() if line and not line.startswith("#")})
+
+
 def decode_scaling(args) -> None:
     """crops/s of the stage's decoder and of Pillow at 1, 2, 4, 8, 16 threads (<= cores)."""
     import os
 
     cores = os.cpu_count() or 1
     counts = [t for t in (1, 2, 4, 8, 16) if t <= cores]
-    pngs = make_pngs(args.decode_n, 112)
-    print(f"decode 112 px PNG crops: {len(pngs)} crops, batches of 64, {cores} cores, best "
-          f"of {args.decode_repeat}", flush=True)
+    n = args.decode_n or 64 * BATCHES_PER_THREAD * counts[-1]
+    pngs = make_pngs(n, 112)
+    per_thread = n / 64 / counts[-1]
+    physical = physical_cores()
+    print(f"decode 112 px PNG crops: {len(pngs)} crops, batches of 64 ({per_thread:.0f} per "
+          f"thread at {counts[-1]} threads), os.cpu_count {cores}, physical cores "
+          f"{physical if physical else 'unknown (no lscpu)'}, best of {args.decode_repeat}",
+          flush=True)
     rates: dict[str, dict[int, float]] = {}
     for decoder in ("opencv", "pillow"):
         decode_rate(decoder, pngs[:256], 1, 1)  # warm-up (imports, allocator)
@@ -205,7 +232,8 @@ def decode_scaling(args) -> None:
                                           rates[decoder].items()), flush=True)
     a, b = rates["opencv"][1], rates["opencv"][counts[-1]]
     print(f"decode scaling: 1 thread {a:.0f} crops/s, {counts[-1]} threads {b:.0f} crops/s, "
-          f"ratio {b / a:.2f}")
+          f"ratio {b / a:.2f} ({n} crops, {per_thread:.0f} batches per thread; os.cpu_count "
+          f"{cores}, physical cores {physical or 'unknown'})")
 
 
 def per_arch(args) -> None:
@@ -252,6 +280,15 @@ def per_arch(args) -> None:
         print(f"{arch:<10}{dev:<8}{amp:<6}{bs:>6}{rate:>12.1f}")
 
 
+def same_model_line(emb, bs: int, model: float, e2e: float, workers: int) -> str:
+    """``end to end vs model``: both figures of one embedder (the same model: compiled
+    against compiled, eager against eager; issue 48 item 6) and their ratio."""
+    what = "compiled" if getattr(emb, "compiled", False) else getattr(emb, "inference", "model")
+    return (f"end to end vs model: {emb.name} {what} batch {bs}: model {model:.0f} faces/s, "
+            f"end to end {e2e:.0f} faces/s ({workers} decode threads), ratio "
+            f"{e2e / model:.3f}")
+
+
 def model_goal(emb, args, bs: int, rate: float) -> str:
     """The iresnet model-only line: mode, compile time per job, and on CUDA for r100 fp16
     the PASS/FAIL of issue 40's goal (>= 16000 faces/s)."""
@@ -292,7 +329,8 @@ def main() -> None:
     ap.add_argument("--cpu-n", type=int, default=16, help="--per-arch: faces per CPU figure")
     ap.add_argument("--decode-scaling", action="store_true",
                     help="crops/s of PNG decoding at 1..16 threads (OpenCV and Pillow)")
-    ap.add_argument("--decode-n", type=int, default=1024, help="--decode-scaling: crops")
+    ap.add_argument("--decode-n", type=int, default=0,
+                    help="--decode-scaling: crops (0: 8 batches of 64 per thread)")
     ap.add_argument("--decode-repeat", type=int, default=3,
                     help="--decode-scaling: runs per figure (best is kept)")
     args = ap.parse_args()
@@ -306,8 +344,6 @@ def main() -> None:
         return
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
-    if device.type == "cuda":
-        torch.backends.cudnn.benchmark = True
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     print(f"device {device} ({torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'})"
           f", amp {args.amp}, torch threads {args.threads}, decode workers {args.workers}, "
@@ -322,6 +358,9 @@ def main() -> None:
             fit = cfg.pop("_fit", None)
             emb = build_embedder(name, cfg, device=args.device, amp=args.amp, fit_path=fit,
                                  threads=args.threads)
+            settings = cuda_fp32(emb.device, benchmark=cudnn_benchmark(  # as embed_shard
+                active_amp(emb.device, emb.amp), False, bool(getattr(emb, "compiled", False))))
+            settings.__enter__()
             size = 160 if emb.crop_column == "crop_facenet" else 112
             decoded = torch.from_numpy(np.stack(_decode(pngs[size])))
             if device.type == "cuda" and emb.device.type == "cuda":
@@ -341,6 +380,8 @@ def main() -> None:
                              timed(end_to_end, args.n)))
                 if cfg.get("backend") == "iresnet":
                     notes.append(model_goal(emb, args, bs, rows[-1][3]))
+                notes.append(same_model_line(emb, bs, rows[-1][3], rows[-1][4], args.workers))
+            settings.__exit__(None, None, None)
     print(f"\n{'what':<18}{'device':<8}{'batch':>6}{'model img/s':>14}{'end-to-end img/s':>18}")
     for what, dev, bs, a, b in rows:
         b_txt = f"{b:>18.1f}" if isinstance(b, float) else f"{b:>18}"

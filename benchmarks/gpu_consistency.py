@@ -4,7 +4,12 @@ No unit test can run these paths on a machine without a GPU, so this script chec
 where one exists, on the same inputs:
 
 - faces: MTCNN detection (batched, padded to shared sizes on the GPU) of real photos and
-  synthetic demo faces: same number of faces, landmark and box differences in pixels;
+  synthetic demo faces, each device inside the faces stage's CUDA settings (fp32, TF32 off:
+  :func:`facecast.faces.cuda_fp32.cuda_fp32`): detection agreement (images with the same
+  number of faces) and the distribution of the best face's landmark distance in pixels
+  (median, 90th percentile, max). This is the faces comparison of the GPU check: its
+  pipeline step runs faces once, on one device, for both runs (issue 48), so this line is
+  the only place where GPU faces meet CPU faces;
 - embed: an iResNet-50 (random weights saved and loaded in insightface's format) in fp32
   and fp16 autocast on the GPU against fp32 on the CPU: cosine of the embeddings;
 - mining: the C11 miner on synthetic embeddings on the GPU and the CPU: every pair in band,
@@ -25,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+
+from facecast.faces.cuda_fp32 import cuda_fp32
 
 FAILED: list[str] = []
 
@@ -63,26 +70,30 @@ def faces_check() -> None:
         det = FaceDetector({"device": device, "batch_size": 16})
         if bucket is not None:
             det.bucket = bucket                                   # no shared padded sizes
-        det.detect(images[:2])                                    # warm-up
-        t = time.perf_counter()
-        out[(device, bucket)] = det.detect(images)
+        with cuda_fp32(device):                                   # as the faces stage runs
+            det.detect(images[:2])                                # warm-up
+            t = time.perf_counter()
+            out[(device, bucket)] = det.detect(images)
         print(f"      faces on {device} (bucket {det.bucket}): {len(images)} images in "
               f"{time.perf_counter() - t:.2f} s", flush=True)
     ref = out[("cpu", None)]
     for key in (("cuda", 1), ("cuda", None)):
         got = out[key]
         agree = sum(len(a) == len(b) for a, b in zip(ref, got, strict=True))
-        rel = []                           # best face: landmark shift / inter-eye distance
+        rel, px = [], []                   # best face: landmark shift / inter-eye distance
         for a, b in zip(ref, got, strict=True):
             if len(a) and len(b):
                 eyes = float(np.linalg.norm(a.landmarks[0][0] - a.landmarks[0][1]))
-                rel.append(float(np.abs(a.landmarks[0] - b.landmarks[0]).max()) / eyes)
+                dist = np.linalg.norm(a.landmarks[0] - b.landmarks[0], axis=1)
+                px.extend(dist.tolist())
+                rel.append(float(dist.max()) / eyes)
         worst = max(rel, default=0.0)
+        q = np.percentile(px, [50, 90, 100]) if px else np.full(3, np.nan)
         check(f"faces cuda {'unpadded' if key[1] == 1 else 'padded to shared sizes'}",
               agree >= len(images) - 1 and worst < 0.05,
-              f"face counts agree on {agree}/{len(images)} images; best face's landmarks "
-              f"move by <= {worst:.1%} of the inter-eye distance (median "
-              f"{np.median(rel):.2%})")
+              f"detection agrees on {agree}/{len(images)} images; landmark distance GPU vs "
+              f"CPU over {len(px)} points: median {q[0]:.3f} px, p90 {q[1]:.3f} px, max "
+              f"{q[2]:.3f} px; worst face {worst:.1%} of its inter-eye distance (goal < 5%)")
 
 
 def embed_check() -> None:
@@ -100,9 +111,10 @@ def embed_check() -> None:
         for device, amp in (("cpu", "none"), ("cuda", "none"), ("cuda", "fp16")):
             emb = build_embedder("r50", {"backend": "iresnet", "arch": "r50",
                                          "weights": str(path)}, device=device, amp=amp)
-            emb.embed(crops[:8])
-            t = time.perf_counter()
-            feats[(device, amp)] = emb.embed(crops)
+            with cuda_fp32(device, benchmark=amp != "none"):       # as embed_shard runs it
+                emb.embed(crops[:8])
+                t = time.perf_counter()
+                feats[(device, amp)] = emb.embed(crops)
             print(f"      iresnet r50 {device} {amp}: 256 crops in "
                   f"{time.perf_counter() - t:.3f} s", flush=True)
     ref = feats[("cpu", "none")]
@@ -123,9 +135,10 @@ def mining_check() -> None:
     res = {}
     for device in ("cpu", "cuda"):
         cfg = MiningConfig(band=(0.15, 0.30), device=device)
-        mine_pairs(emb, ident, names, cfg, seed=1)                # warm-up
-        t = time.perf_counter()
-        res[device] = mine_pairs(emb, ident, names, cfg, seed=[7, 1])
+        with cuda_fp32(device):                                   # as the mining stage runs
+            mine_pairs(emb, ident, names, cfg, seed=1)            # warm-up
+            t = time.perf_counter()
+            res[device] = mine_pairs(emb, ident, names, cfg, seed=[7, 1])
         print(f"      mining on {device}: {len(res[device].pairs):,} pairs from 200,000 "
               f"images in {time.perf_counter() - t:.3f} s", flush=True)
     ok = all(len(r.pairs) == 11_000 and r.pairs.ref_score.between(0.15, 0.30).all()

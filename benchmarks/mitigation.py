@@ -12,11 +12,22 @@ memory; then the whole table at this size (every figure of every method with
 ``--n-boot`` identity-clustered replicates, ``--workers`` processes, and the tests):
 its seconds, the seconds per replicate and the peak memory.
 
+``--crossfit``: a BFW-like world instead (identities in 5 identity-disjoint folds,
+every pair within one fold, two models' scores, the score-level methods of a BFW score
+column: raw, oracle_cal, group_thresholds, fusion, fusion_lr) through three splits -
+today's fraction split (``folds: 1``: half the identities evaluated, the pairs across
+the two halves lost), the protocol's folds (``folds: auto``: 5 fits, no pair lost) and 5
+seeded identity folds (``folds: 5``: 15 fits) - each: the fits, the table with
+``--n-boot`` replicates and FairCal's figures (:mod:`facecast.mitigation.faircal_figures`).
+
 Usage: python benchmarks/mitigation.py                (100,000 evaluated pairs)
        python benchmarks/mitigation.py --full         (1,000,000 evaluated pairs)
        taskset -c 0,1 python benchmarks/mitigation.py --full     (on 2 cores)
+       python benchmarks/mitigation.py --crossfit [--full]   (BFW-like folds, 100,000 or
+                                                              1,000,000 pairs in all)
 Targets: every method together < 120 s on 2 CPU cores, < 4 GB (issue 35); the whole
-table with 1,000 replicates at 1,000,000 pairs < 5 minutes per model on 2 cores (issue 41).
+table with 1,000 replicates at 1,000,000 pairs < 5 minutes per model on 2 cores (issue 41);
+the cross-fitted table on BFW-like folds at most 2x the single split's (issue 46).
 """
 
 from __future__ import annotations
@@ -30,9 +41,13 @@ import numpy as np
 import pandas as pd
 
 from facecast.mitigation.cohort import l2_normalise
+from facecast.mitigation.crossfit import choose_split
+from facecast.mitigation.faircal_figures import faircal_table
+from facecast.mitigation.inputs import side
 from facecast.mitigation.methods import PARTS, Images, Result, Settings, Side, finish, start
 from facecast.mitigation.metrics import metric_names
 from facecast.mitigation.replicates import bootstrap
+from facecast.mitigation.stage import fit_all
 from facecast.mitigation.table import build_tables, metric_notes
 from facecast.mitigation.targets import METHODS
 
@@ -147,17 +162,91 @@ def table_part(im: Images, ev: Side, res: Result, n_boot: int, workers: int) -> 
     build_tables(point, reps, notes=notes, n_identities=n_ids, confidence=0.95,
                  alpha=0.05, counts={"n_pairs": len(ann)})
     tests = time.perf_counter() - t
+    t = time.perf_counter()
+    faircal_table(ann.assign(group=ann["group"].fillna("mixed")), res.scores, res.probs,
+                  fits=np.full(len(ann), "all"))
+    fc = time.perf_counter() - t
     total = time.perf_counter() - t0
     cpu = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(f"table of {len(point)} methods: {boot:.1f} s for the states, point estimates and "
           f"{n_boot} replicates ({boot / max(n_boot, 1) * 1000:.0f} ms per replicate for "
-          f"all methods, {workers} worker processes), {tests:.1f} s for the tests")
+          f"all methods, {workers} worker processes), {tests:.1f} s for the tests, "
+          f"{fc:.1f} s for FairCal's figures")
     print(f"whole table: {total:.1f} s (target at 1,000,000 pairs and 1,000 replicates: "
           f"< 300 s on 2 cores); peak memory {peak_gb():.2f} GB; CPU so far "
           f"{cpu.ru_utime + cpu.ru_stime + kids.ru_utime + kids.ru_stime:.0f} s; load "
           f"average {os.getloadavg()[0]:.1f}")
     return total
+
+
+SCORE_METHODS = ["raw", "oracle_cal", "group_thresholds", "fusion", "fusion_lr"]
+
+
+def bfw_world(n_pairs: int, n_folds: int = 5, seed: int = 1) -> tuple[Images, pd.DataFrame]:
+    """The BFW-like world of ``--crossfit``: 10 images per identity, identity ``i`` in
+    fold ``i mod n_folds``, every genuine pair and random impostor pairs within a fold up
+    to ``n_pairs``; the pairs as a scores file (with ``score@a``, ``score@b``)."""
+    rng = np.random.default_rng(seed)
+    per = 10
+    n_ids = n_folds * max(20, n_pairs // (250 * n_folds))
+    emb, ident, group = _images(n_ids, per, rng, 0)
+    a, b = np.triu_indices(per, 1)
+    base = np.arange(n_ids)[:, None] * per
+    gen = np.stack([(base + a).ravel(), (base + b).ravel()], 1)
+    n_imp = max(n_pairs - len(gen), 0)
+    ida = rng.integers(0, n_ids, n_imp)
+    idb = (ida + n_folds * rng.integers(1, n_ids // n_folds, n_imp)) % n_ids
+    imp = np.stack([ida * per + rng.integers(0, per, n_imp),
+                    idb * per + rng.integers(0, per, n_imp)], 1)
+    pairs = np.vstack([gen, imp])
+    label = np.r_[np.ones(len(gen), int), np.zeros(n_imp, int)]
+    sd = _side(pairs, label, emb, rng)
+    names = np.arange(len(emb)).astype(str)
+    fold = (ident[pairs[:, 0]] % n_folds + 1).astype(str)
+    frame = pd.DataFrame({"image_a": names[pairs[:, 0]], "image_b": names[pairs[:, 1]],
+                          "identity_a": ident[pairs[:, 0]].astype(str),
+                          "identity_b": ident[pairs[:, 1]].astype(str), "label": label,
+                          "score": sd.score, "score@a": sd.score,
+                          "score@b": sd.partners[:, 1], "fold": fold, "eval_fold": fold,
+                          "status": "ok"})
+    return Images(names, emb, ident, group, ["g0", "g1", "g2", "g3"]), frame
+
+
+def crossfit_part(n_pairs: int, n_boot: int, workers: int) -> None:
+    """The three splits of ``--crossfit`` on one BFW-like world, timed."""
+    t = time.perf_counter()
+    im, frame = bfw_world(n_pairs)
+    print(f"BFW-like world: {len(frame):,} pairs in 5 identity-disjoint folds "
+          f"({time.perf_counter() - t:.1f} s to build)")
+    st = Settings(methods=SCORE_METHODS, fmr=1e-3, seed=0, fusion_models=["a", "b"])
+    times = {}
+    for what, cal in (("fraction split (folds: 1, today)", {"folds": 1}),
+                      ("protocol folds (folds: auto)", {"folds": "auto"}),
+                      ("5 seeded folds (folds: 5)", {"folds": 5})):
+        t0 = time.perf_counter()
+        split, _ = choose_split(frame, cal, 0)
+        scores, probs, _ = fit_all(im, split, ["a", "b"], st)
+        fits = time.perf_counter() - t0
+        t = time.perf_counter()
+        ev = split.evaluated
+        ann = annotated(im, side(ev, im, []))
+        bootstrap(ann, scores, probs, fars=[1e-3, 1e-4], fmr=1e-3, fairness={},
+                  n_boot=n_boot, seed=3, workers=workers)
+        table = time.perf_counter() - t
+        t = time.perf_counter()
+        fit = ev["fit"].to_numpy() if "fit" in ev else np.full(len(ev), "all")
+        faircal_table(ann.assign(group=ann["group"].fillna("mixed")), scores, probs, fits=fit)
+        fc = time.perf_counter() - t
+        times[what] = (table + fc, len(ev))
+        print(f"  {what:<36s} {len(split.fits):3d} fits, {len(ev):>9,} pairs evaluated: "
+              f"fits {fits:6.1f} s, table ({n_boot} replicates) {table:6.1f} s, FairCal's "
+              f"figures {fc:5.1f} s; peak {peak_gb():.2f} GB")
+    base, n_base = times["fraction split (folds: 1, today)"]
+    for what, (sec, n) in times.items():
+        print(f"  table + FairCal's figures, {what}: {sec:.1f} s = {sec / base:.2f} x the "
+              f"fraction split's; per evaluated pair {sec / n * 1e6:.0f} us = "
+              f"{sec / n / (base / n_base):.2f} x (target: at most 2x)")
 
 
 def main() -> None:
@@ -169,8 +258,13 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2, help="worker processes of the "
                     "table (the rule's threads)")
     ap.add_argument("--table-only", action="store_true", help="skip the methods' timings")
+    ap.add_argument("--crossfit", action="store_true", help="BFW-like folds: the fraction "
+                    "split, the protocol's folds and 5 seeded folds (module docstring)")
     args = ap.parse_args()
     n_eval = 1_000_000 if args.full else 100_000
+    if args.crossfit:
+        crossfit_part(n_eval, args.n_boot, args.workers)
+        return
     t0 = time.perf_counter()
     im, ev, cal = world(n_eval)
     print(f"world: {len(ev.label):,} evaluated pairs, {len(cal.label):,} calibration pairs, "

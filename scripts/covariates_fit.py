@@ -15,6 +15,7 @@ with script_context(snakemake) as ctx:
         model=ctx.wildcards["model"],
         protocol=ctx.wildcards["protocol"],
         seed=int(snakemake.params.seed),
+        failed=str(snakemake.params.failed),
         provenance=ctx.provenance,
     )
     ctx.log.info("covariates: selected %s",

@@ -17,6 +17,7 @@ with script_context(snakemake) as ctx:
         model=ctx.wildcards["model"],
         protocol=ctx.wildcards["protocol"],
         seed=int(snakemake.params.seed),
+        failed=str(snakemake.params.failed),
         provenance=ctx.provenance,
         reuse_thresholds=snakemake.input.get("thresholds"),
         faces_paths=shard_files(snakemake.input.faces) if snakemake.input.get("faces") else [],

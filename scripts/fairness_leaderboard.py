@@ -12,5 +12,7 @@ with script_context(snakemake) as ctx:
         Path(snakemake.output.markdown).parent,
         ctx.wildcards["protocol"],
         provenance=ctx.provenance,
+        baseline=str(((ctx.config.get("fairness") or {}).get("leaderboard") or {})
+                     .get("baseline", "")),
     )
     ctx.log.info("leaderboard:\n%s", board.to_string())

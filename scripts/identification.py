@@ -16,6 +16,7 @@ with script_context(snakemake) as ctx:
         snakemake.params.fairness,
         model=ctx.wildcards["model"],
         seed=int(snakemake.params.seed),
+        failed=str(snakemake.params.failed),
         provenance=ctx.provenance,
     )
     ctx.log.info("identification summary: %s", summary)

@@ -7,4 +7,5 @@ with script_context(snakemake) as ctx:
     run_estimators(snakemake.input.attributes, snakemake.input.manifest,
                    snakemake.params.out_dir, snakemake.params.cfg,
                    seed=int(snakemake.params.seed), dataset=ctx.wildcards["ds"],
+                   kind=str(snakemake.params.kind), root=str(snakemake.params.root),
                    provenance=ctx.provenance)

@@ -20,6 +20,7 @@ if __name__ == "__main__":
             seed=int(snakemake.params.seed), model=ctx.wildcards["model"],
             protocol=ctx.wildcards["protocol"], ds=ctx.wildcards["ds"],
             source=tuple(source) if source else None, provenance=ctx.provenance,
-            threads=ctx.threads, unavailable=dict(snakemake.params.unavailable))
+            threads=ctx.threads, unavailable=dict(snakemake.params.unavailable),
+            failed=snakemake.params.failed)
         ctx.log.info("%d methods (%d n/a on this model) on %d evaluated pairs", len(table),
                      int((table["status"] == "n/a").sum()), int(table["n_pairs"].iloc[0]))

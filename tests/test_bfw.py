@@ -92,13 +92,15 @@ def test_bad_rows_lose_nothing_and_are_counted(tmp_path):
         s["message"].iat[1] and "line 3" in s["message"].iat[1]
     assert s["status"].iat[3] == "bad_score" and "score missing" in s["message"].iat[3]
     n_missing = int((p["status"] == "missing").sum())  # every pair of the lost image
-    assert n_missing >= 2 and row["n_skipped"] == 4 + n_missing
+    # evaluate.failed: nonmatch (the default): a pair without a score or an image counts
+    # as a non-match; only the bad label is left out
+    assert n_missing >= 2 and row["n_failed"] == 3 + n_missing and row["n_skipped"] == 1
     assert row["n_pairs"] == len(csv) - row["n_skipped"]
-    assert "bad_score: 2" in row["skipped_statuses"]
-    assert f"missing: {n_missing}" in row["skipped_statuses"]
+    assert "bad_score: 2" in row["failed_statuses"]
+    assert f"missing: {n_missing}" in row["failed_statuses"]
     other = evaluate_given_scores(tmp_path / "p.parquet", tmp_path / "r.parquet",
                                   tmp_path / "r", model="resnet50", benchmark="bfw")
-    assert other["n_skipped"] == 2 + n_missing  # vgg16's bad cells do not touch resnet50
+    assert other["n_failed"] == 1 + n_missing  # vgg16's bad cells do not touch resnet50
 
 
 def test_config_errors_name_the_key(tmp_path):
@@ -203,3 +205,137 @@ def test_score_only_dag_schedules_no_image_job(tmp_path):
     assert not {"faces", "embed", "attributes_score", "attributes_merge", "faces_index",
                 "embed_index", "evaluate_benchmark"} & set(counts)
     assert "fairness.protected: derived - bfw_subgroup from label_bfw_subgroup" in out.stderr
+    assert ("datasets.bfw.scores: derived - score models vgg16, resnet50, senet50, "
+            "sphereface; not models: '' (pandas' index column)") in out.stderr
+
+
+# ---------------------------------------------------------------- issue 46.2
+
+
+def test_tar_table_cell_by_cell(tmp_path):
+    """BFW's TAR-at-FAR table: a row per subgroup and threshold (global above own), a
+    column per intended FMR, Avg. the mean over subgroups; the cross-validated TARs and
+    deviations printed too. Subgroups X (impostors 0.1..0.5, genuines 0.45, 0.95) and Y
+    (0.6..1.0; 0.85, 0.75, 0.95), 5 impostors across them at 0.0, every pair in two
+    identical folds. Same-subgroup global threshold at FMR 0.2: k = 4 of 20 -> just above
+    0.8; X's own just above 0.4, Y's just above 0.9."""
+    s = np.r_[[0.1, 0.2, 0.3, 0.4, 0.5], [0.6, 0.7, 0.8, 0.9, 1.0], np.zeros(5),
+              [0.45, 0.95], [0.85, 0.75, 0.95]]
+    y = np.r_[np.zeros(15, bool), np.ones(5, bool)]
+    g = np.array(["X"] * 5 + ["Y"] * 5 + [None] * 5 + ["X"] * 2 + ["Y"] * 3, dtype=object)
+    s, y, g = np.r_[s, s], np.r_[y, y], np.r_[g, g]
+    folds = np.repeat(["1", "2"], 20)
+    t = group_threshold_table(s, y, g, [0.2, 0.01], folds=folds, global_mask=pd.notna(g))
+    t.insert(2, "global_pairs", "same_group")
+    t.to_parquet(tmp_path / "m.parquet")
+    table = write_bfw_table({"m": tmp_path / "m.parquet"}, tmp_path / "t.parquet",
+                            tmp_path / "t.md", tmp_path / "t.html", ds="bfw")
+    assert {"tar_global", "tar_group", "tar_global_cv", "deviation_global_cv"} <= set(table)
+    md = (tmp_path / "t.md").read_text()
+    assert ("The global threshold is fitted on the impostor pairs within one subgroup "
+            "(a1 == a2), as BFW's own code fits it (`demographics.global_pairs: "
+            "same_group`): 20 impostor pairs.") in md
+    tar = ["| subgroup | threshold | 0.2 | 0.01 |", "|---|---|---|---|",
+           "| X | global | 0.500 | n/a (20 impostors) |",
+           "| X | own | 1.000 | n/a (10 impostors) |",
+           "| Y | global | 0.667 | n/a (20 impostors) |",
+           "| Y | own | 0.333 | n/a (10 impostors) |",
+           "| Avg. | global | 0.583 | n/a (a subgroup is n/a) |",
+           "| Avg. | own | 0.667 | n/a (a subgroup is n/a) |"]
+    inside, cv = md.split("cross-validated over the protocol's folds", 1)
+    assert "\n".join(tar) in inside and "\n".join(tar) in cv  # identical folds: cv = in-sample
+    assert "| 0.2 | 0.8000 | 0.4000 | 0.9000 |" in inside  # thresholds row (global, X, Y)
+    assert ("| 0.01 | n/a (20 impostors) | n/a (10 impostors) | n/a (10 impostors) |"
+            in inside)
+    glob_cv = cv.split("### Deviation (%) under the global threshold, cross-validated", 1)[1]
+    assert glob_cv.split("\n\n")[1].splitlines()[2] == "| 0.2 | -100.0 | +100.0 |"
+    assert "| 0.01 | n/a (10 impostors) | n/a (10 impostors) |" in glob_cv
+    html = (tmp_path / "t.html").read_text()
+    assert "<td>Avg.</td>" in html and "0.583" in html
+
+
+def _scores_csv(tmp_path, **extra):
+    csv = pd.read_csv(TABLE, index_col=0)
+    for k, v in extra.items():
+        csv[k] = v
+    path = tmp_path / "table.csv"
+    csv.to_csv(path)
+    return csv, path
+
+
+def test_only_score_columns_become_models(tmp_path):
+    from facecast.config.fair_sets import skipped_columns
+
+    n = len(pd.read_csv(TABLE, index_col=0))
+    late = np.full(n, np.nan)
+    late[230] = 0.5  # empty in the sniffed rows, not in the file: a score column
+    csv, path = _scores_csv(tmp_path, ids1=np.arange(n), ids2=np.arange(n) + 1,
+                            subject_id=np.arange(n), empty=np.full(n, np.nan), late=late)
+    spec = _spec(path, root=None)
+    assert score_columns(spec) == MODELS + ["late"]
+    assert skipped_columns(spec) == {
+        "": "pandas' index column",
+        "ids1": "an id, index, fold or label column by its name",
+        "ids2": "an id, index, fold or label column by its name",
+        "subject_id": "an id, index, fold or label column by its name",
+        "empty": "empty in every row"}
+    # an explicit list (or mapping) wins
+    assert score_columns({**spec, "scores": ["ids1", "vgg16"]}) == ["ids1", "vgg16"]
+    assert score_columns({**spec, "scores": {"senet50": {}}}) == ["senet50"]
+    from facecast.datasets.set_checks import bfw_plan
+
+    plan = bfw_plan({"datasets": {"b": spec}})
+    assert plan[0].startswith("datasets.b.scores: derived - score models vgg16, resnet50, "
+                              "senet50, sphereface, late; not models: ''")
+    assert "'empty' (empty in every row)" in plan[0]
+
+
+def test_a_distance_column_warns_and_higher_different_flips(tmp_path, caplog):
+    from facecast.datasets.bfw import distance_warning
+
+    assert distance_warning("d", np.array([0.2, 0.4, 0.9, np.nan]), np.array([1, 1, 0, 0])
+                            ) == ("score column 'd' LOOKS LIKE A DISTANCE (genuine pairs' "
+                                  "mean 0.3 < impostor pairs' mean 0.9): facecast reads higher "
+                                  "= more alike, so every rate of this model is inverted. If "
+                                  "lower means more alike, set datasets.<ds>.scores: {d: "
+                                  "{higher: different}}")
+    assert distance_warning("d", np.array([0.9, 0.2]), np.array([1, 0])) == ""
+    csv, path = _scores_csv(tmp_path, dist=1 - pd.read_csv(TABLE, index_col=0)["vgg16"])
+    build_manifest(_spec(path, root=None), tmp_path, tmp_path / "m.parquet")
+    with caplog.at_level("WARNING"):
+        write_set_protocol(_spec(path, root=None), "bfw", tmp_path / "m.parquet",
+                           tmp_path / "p.parquet")
+    assert sum("'dist' LOOKS LIKE A DISTANCE" in r.getMessage() for r in caplog.records) == 1
+    assert not any("'vgg16'" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    spec = {**_spec(path, root=None), "scores": {"dist": {"higher": "different"},
+                                                 "vgg16": {"higher": "same"}}}
+    with caplog.at_level("WARNING"):
+        write_set_protocol(spec, "bfw", tmp_path / "m.parquet", tmp_path / "q.parquet")
+    assert not any("DISTANCE" in r.getMessage() for r in caplog.records)
+    flipped = given_scores(tmp_path / "q.parquet", "dist")["score"].to_numpy()
+    np.testing.assert_allclose(flipped, csv["vgg16"].to_numpy() - 1)
+    from facecast.io.parquet_io import read_provenance
+
+    prov = read_provenance(tmp_path / "q.parquet")
+    assert prov["negated_score_models"] == ["dist"]
+    assert prov["score_direction"] == {"dist": "ok", "vgg16": "ok"}
+
+
+def test_a_pickled_datatable_is_a_config_error_and_never_unpickled(tmp_path):
+    import pickle
+
+    marker = tmp_path / "unpickled"
+
+    class Trap:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    pkl = tmp_path / "bfw-v0.1.5-datatable.pkl"
+    pkl.write_bytes(pickle.dumps(Trap()))
+    errors = config_errors({"datasets": {"b": {"kind": "bfw", "table": str(pkl)}},
+                            "embed": {"models": {}}})
+    assert len(errors) == 1 and errors[0].startswith(f"datasets.b.table: {pkl} is a pickle")
+    assert (f"pd.read_pickle('{pkl}').to_csv('{tmp_path / 'bfw-v0.1.5-datatable.csv'}', "
+            "index=False)") in errors[0]
+    assert not marker.exists()

@@ -166,12 +166,17 @@ def test_score_only_run_mitigates_and_slices_compare_read_it(tmp_path):
     assert (table.loc[SCORE_LEVEL, "status"] == "ok").all()
     assert np.isfinite(table.loc[SCORE_LEVEL, "auc"]).all()
     assert sorted(p.parent.name for p in out.glob("*/pairs.parquet")) == sorted(SCORE_LEVEL)
+    # the datatable's two folds share no identity: cross-fitted over them (each fold
+    # scored by the fit that learned on the other), no pair lost
     split = read_parquet(out / "split.parquet")
-    ev = split[split["status"] == "evaluated"]
-    cal = set(read_parquet(out / "calibration.parquet")["identity"])
-    assert len(cal) == 16 and not cal & (set(ev["identity_a"]) | set(ev["identity_b"]))
+    assert (split["status"] == "evaluated").all() and (split["fit"] == split["fold"]).all()
+    fits = read_parquet(out / "fits.parquet")
+    assert fits[["fit", "excluded", "n_calibration", "n_evaluated", "n_left_out"]].to_dict(
+        "list") == {"fit": ["1", "2"], "excluded": ["1", "2"], "n_calibration": [120, 120],
+                    "n_evaluated": [120, 120], "n_left_out": [0, 0]}
+    assert table["n_pairs"].tolist() == [240] * len(table) and (table["n_fits"] == 2).all()
     learned = json.loads((out / "learned.json").read_text())
-    assert learned["fusion"]["models"] == ["resnet50", "vgg16"]
+    assert [f["fusion"]["models"] for f in learned["fits"]] == [["resnet50", "vgg16"]] * 2
     assert f"fsn: {SCORE_ONLY_NOTE}" in learned["notes"]
     log = (tmp_path / "results/bfw/logs/mitigation/vgg16_bfw.log").read_text()
     assert f"faircal: {SCORE_ONLY_NOTE} - not computed on vgg16" in log

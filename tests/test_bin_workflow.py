@@ -159,8 +159,10 @@ def test_undecodable_images_are_counted_not_fatal(bin_run):
     assert "decode_error" in bad.loc[1, "message"]
     assert bad.loc[3, "status"] == "no_embedding"
     metrics = read_parquet(bin_run / "lfw/eval/lbp/lfw/metrics.parquet").iloc[0]
-    assert metrics["n_pairs"] == 38 and metrics["n_skipped"] == 2
-    assert "decode_error: 1" in metrics["skipped_statuses"]
+    # evaluate.failed: nonmatch (the default): both pairs count, as non-matches
+    assert metrics["n_pairs"] == 40 and metrics["n_skipped"] == 0
+    assert metrics["n_failed"] == 2 and metrics["failed"] == "nonmatch"
+    assert "decode_error: 1" in metrics["failed_statuses"]
     faces = read_parquet(next((bin_run / "lfw/faces").glob("*.parquet")))
     assert faces["status"].value_counts()["decode_error"] == 2
 

@@ -327,7 +327,7 @@ def test_workflow_runs_cast_arrays_without_faces_or_embeddings(tmp_path):
            "export": {"train_subsets": {"bal": {"benchmark": "makeup", "format": "list",
                                                 "balance_by": "vitor_gender"}}}}
     work = tmp_path / "run"
-    targets = ["results/plan.md", "results/web/attributes.parquet",
+    targets = ["results/web/plan.md", "results/web/attributes.parquet",
                "results/web/train_subsets/bal/selection.parquet",
                "results/web/benchmarks/makeup/0.list"]
     run_snakemake(work, copy.deepcopy(cfg), targets=targets)
@@ -342,7 +342,7 @@ def test_workflow_runs_cast_arrays_without_faces_or_embeddings(tmp_path):
         assert not excluded & set(f.read_text().split())
     lst = (res / "train_subsets" / "bal" / "train.lst").read_text().split()
     assert lst and not excluded & set(lst)
-    plan = (work / "results" / "plan.md").read_text()
+    plan = (work / "results" / "web" / "plan.md").read_text()
     assert "kind cast_arrays" in plan
     # with root and a reference model, hard pairs embed only the union of the pools: the
     # DAG goes through checkpoint pool_manifest, never faces on the whole manifest

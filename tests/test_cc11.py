@@ -1,13 +1,21 @@
-"""CAST's CC11 as one .bin (layout cc11): blocks, folds, figures and tables as cc11.py."""
+"""CAST's CC11 as one .bin (layout cc11): blocks, folds, figures and tables as cc11.py.
+
+The figures are compared with CAST's own ``cc11.py`` evaluation, recorded on the
+embeddings of ``tests/reference/cc11_inputs.py`` (``tests/data/reference/cc11/
+cc11_evaluation.json``, ``tests/reference/cc11_recorder.py``); no CAST code is here.
+"""
 
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
 import pyarrow as pa
 import pytest
 from PIL import Image
+from reference import cc11_inputs
+from reference.common import read_record
 from sklearn.model_selection import KFold
 
 from facecast.config.bin_sets import CC11_LABELS, CC11_NAMES
@@ -20,7 +28,7 @@ from facecast.evaluate.bin_suite import write_bin_suite, write_cc11_table
 from facecast.evaluate.protocols import import_protocol, load_protocol
 from facecast.io.parquet_io import read_parquet, read_provenance, write_parquet
 
-PER_BLOCK = 60  # pairs per CC11 block: 11 x 60 = 660 pairs, 6 per fold
+PER_BLOCK = cc11_inputs.PER_BLOCK  # pairs per CC11 block: 11 x 60 = 660 pairs, 6 per fold
 
 
 def _jpeg(seed: int) -> bytes:
@@ -30,51 +38,16 @@ def _jpeg(seed: int) -> bytes:
     return buf.getvalue()
 
 
-def cc11_py(embeddings: np.ndarray, issame_list: list[bool]) -> list[tuple[float, float]]:
-    """A port of CAST's cc11.py evaluation loop (in %): the image tensor cut into 11 equal
-    blocks by image count, ``issame_list[int(i*(s/2)):int((i+1)*(s/2))]``, each block
-    through evaluation.test (normalise, squared L2 of images 2k and 2k+1, calculate_roc with
-    KFold(10, shuffle=False), thresholds np.arange(0, 4, 0.01)), then acc*100, std*100."""
-    thresholds = np.arange(0, 4, 0.01)
-
-    def accuracy(threshold, dist, actual):
-        pred = np.less(dist, threshold)
-        tp = np.sum(np.logical_and(pred, actual))
-        tn = np.sum(np.logical_and(np.logical_not(pred), np.logical_not(actual)))
-        return float(tp + tn) / dist.size
-
-    size = int(embeddings.shape[0] / 11)
-    out = []
-    for i in range(11):
-        emb = embeddings[i * size:(i + 1) * size]
-        issame = np.asarray(issame_list[int(i * (size / 2)):int((i + 1) * (size / 2))])
-        emb = emb / np.linalg.norm(emb, axis=1, keepdims=True)
-        dist = np.sum(np.square(emb[0::2] - emb[1::2]), 1)
-        accs = np.zeros(10)
-        indices = np.arange(len(issame))
-        for f, (train, test) in enumerate(KFold(n_splits=10, shuffle=False).split(indices)):
-            train_acc = [accuracy(t, dist[train], issame[train]) for t in thresholds]
-            accs[f] = accuracy(thresholds[int(np.argmax(train_acc))], dist[test], issame[test])
-        out.append((np.mean(accs) * 100, np.std(accs) * 100))
-    return out
-
-
 @pytest.fixture(scope="module")
 def cc11(tmp_path_factory):
     """A CC11-layout .bin, its manifest, embeddings of graded difficulty per block, and the
     eleven block protocols imported and evaluated."""
     d = tmp_path_factory.mktemp("cc11")
-    rng = np.random.default_rng(3)
-    n_pairs = 11 * PER_BLOCK
-    issame = (rng.random(n_pairs) < 0.5).tolist()
+    issame, emb = cc11_inputs.graded()
+    n_pairs, dim = len(issame), emb.shape[1]
     write_bin(d / "cc11_val.bin", [_jpeg(i) for i in range(2 * n_pairs)], issame, protocol=4)
     spec = {"kind": "insightface_bin", "path": str(d / "cc11_val.bin"), "layout": "cc11"}
     manifest = build_manifest(spec, d / "dataset", d / "manifest.parquet")
-    dim = 12
-    emb = rng.standard_normal((2 * n_pairs, dim))
-    for k in np.flatnonzero(issame):
-        noise = 0.6 + 0.1 * (k // PER_BLOCK)  # later blocks are harder
-        emb[2 * k + 1] = emb[2 * k] + rng.standard_normal(dim) * noise
     table = pa.table({
         "image_id": manifest["image_id"].tolist(), "status": manifest["status"].tolist(),
         "message": manifest["message"].tolist(),
@@ -96,7 +69,8 @@ def cc11(tmp_path_factory):
                                           model="m", benchmark=name)
             items.append({"set": "cc11_val", "dataset": "cc", "protocol": name,
                           "block": name, "model": "m", "path": str(out / "metrics.parquet")})
-    ref = cc11_py(emb.astype(np.float32).astype(np.float64), issame)
+    rec = read_record("cc11", "cc11_evaluation")["outputs"]
+    ref = list(zip(rec["acc"], rec["std"], strict=True))  # cc11.py's figures, in %
     return d, issame, ref, items
 
 
@@ -121,12 +95,21 @@ def test_blocks_and_folds_are_cc11_py_slices(cc11):
 
 
 def test_block_accuracies_are_cc11_py_figures(cc11):
+    """facecast's per-block 10-fold accuracy and std equal what CAST's cc11.py computed
+    (recorded) on the same embeddings, to 1e-9 %."""
     d, _, ref, _ = cc11
+    rec = read_record("cc11", "cc11_evaluation")
+    assert rec["inputs"]["builder"] == "cc11_inputs.graded"
+    assert rec["inputs"]["seed"] == cc11_inputs.SEED and len(ref) == len(CC11_NAMES)
     for (acc, std), name in zip(ref, CC11_NAMES, strict=True):
         row = read_parquet(d / "eval" / "m" / name / "metrics.parquet").iloc[0]
         assert 100 * row["accuracy"] == pytest.approx(acc, abs=1e-9), name
         assert 100 * row["accuracy_std"] == pytest.approx(std, abs=1e-9), name
-    assert ref[0][0] > ref[-1][0]  # the graded difficulty shows: a real discrimination
+    # the figures discriminate: blocks differ, and no block is perfect or at chance
+    accs = [a for a, _ in ref]
+    assert len({(round(a, 6), round(v, 6)) for a, v in ref}) >= 9
+    assert 80 < min(accs) and max(accs) < 100
+    assert ref[0][0] > ref[-1][0]  # the noise grows block by block
 
 
 def test_cc11_table_is_laid_out_like_cc11_py(cc11, tmp_path):
@@ -141,6 +124,10 @@ def test_cc11_table_is_laid_out_like_cc11_py(cc11, tmp_path):
     cells = [f"{a:.2f}+-{s:.2f}" for a, s in ref]
     avg = f"{np.mean([a for a, _ in ref]):.2f}+-{np.mean([s for _, s in ref]):.2f}"
     assert "| m | " + " | ".join(cells) + f" | {avg} |" in md
+    # the figures cc11.py printed (recorded), block by block and its Avg line
+    printed = read_record("cc11", "cc11_evaluation")["outputs"]["printed"]
+    figures = [line.rstrip("|").split()[-1] for line in printed if line.startswith("| ")]
+    assert figures == [*cells, avg] and printed[-2].startswith("| Avg ")
     # the model whose metrics are missing: every cell says why, the average too
     other = next(line for line in md.splitlines() if line.startswith("| other |"))
     assert other.count("n/a (not evaluated)") == 10 and "n/a (no metrics file)" in other
@@ -182,3 +169,71 @@ def test_a_count_that_does_not_split_is_a_clear_error(tmp_path, n_pairs):
     with pytest.raises(DatasetError, match="multiple of 110"):
         bin_pairs(p, layout="cc11", block=0)
     assert len(read_insightface_bin(p)) == 2 * n_pairs  # layout pairs takes any count
+
+
+def _two_block_export(folder) -> str:
+    """A facecast export of two 55-pair blocks (110 pairs: a multiple of 110, so CAST's
+    eleven equal slices would cut it silently) with the sidecar export.bins writes."""
+    p = folder / "two.bin"
+    issame = [k % 55 < 30 for k in range(110)]
+    write_bin(p, [b"x"] * 220, issame)
+    blocks = [{"name": n, "first_pair": 55 * i, "n_pairs": 55}
+              for i, n in enumerate(["black", "young"])]
+    (folder / "two.json").write_text(json.dumps({"blocks": blocks, "n_pairs": 110,
+                                                 "cc11_compatible": False,
+                                                 "cc11_labels": None}))
+    return str(p)
+
+
+def test_layout_cc11_refuses_an_export_its_sidecar_marks_incompatible(tmp_path):
+    """The sidecar's cc11_compatible: false stops layout cc11 (reader, protocol import,
+    config check naming the key); layout blocks reads the two blocks as they are."""
+    from facecast.datasets.checks import config_errors
+
+    p = _two_block_export(tmp_path)
+    with pytest.raises(DatasetError, match=r"two.bin: layout cc11 refused: its sidecar .*"
+                                           r"two.json says cc11_compatible: false \(an export "
+                                           r"of 2 block\(s\): black, young\).*layout: blocks"):
+        read_insightface_bin(p, "cc11")
+    with pytest.raises(DatasetError, match="cc11_compatible: false"):
+        bin_pairs(p, layout="cc11", block=0)
+    errors = config_errors({"datasets": {"x": {"kind": "insightface_bin", "path": p,
+                                               "layout": "cc11"}}})
+    assert [e for e in errors if "cc11_compatible" in e][0].startswith("datasets.x.layout: cc11:")
+    assert len(read_insightface_bin(p, "blocks")) == 220
+    assert bin_pairs(p, layout="blocks", block=1)["pair_index"].tolist() == list(range(55, 110))
+    # the same file without that sidecar is cut as cc11.py cuts it: 11 blocks of 10 pairs
+    (tmp_path / "two.json").unlink()
+    assert bin_pairs(p, layout="cc11", block=6)["pair_index"].tolist() == list(range(60, 70))
+    (tmp_path / "two.json").write_text(json.dumps({"blocks": [], "cc11_compatible": True}))
+    assert len(read_insightface_bin(p, "cc11")) == 220
+
+
+def test_accept_rule_is_strictly_below_the_threshold():
+    """insightface's / cc11.py's rule "same" iff d < t on the grid np.arange(0, 4, 0.01):
+    per fold a genuine pair exactly on the grid point 1.0 and an impostor just above it
+    (d = 1.005, inside (1.0, 1.01)), a genuine at d = 0.5 and an impostor at d = 3.0.
+    Under d < t no grid threshold takes the genuine at 1.0 without the impostor at 1.005:
+    the best is 3 of 4, first reached at t = 0.51; d <= t would take 4 of 4 at t = 1.0."""
+    from facecast.evaluate.metrics import (
+        INSIGHTFACE_THRESHOLDS,
+        default_folds,
+        kfold_accuracy,
+        predicts_same,
+        squared_distance,
+    )
+
+    scores = np.tile([0.5, 0.4975, 0.75, -0.5], 10)
+    labels = np.tile([1, 0, 1, 0], 10)
+    dist = squared_distance(scores)
+    assert dist[0] == INSIGHTFACE_THRESHOLDS[100] == 1.0 and 1.0 < dist[1] < 1.01
+    assert dist[2] == INSIGHTFACE_THRESHOLDS[50] == 0.5
+    assert predicts_same(scores[:3], 1.0).tolist() == [False, False, True]
+    assert predicts_same(scores[:3], 0.5).tolist() == [False, False, False]
+    res = kfold_accuracy(scores, labels, default_folds(40, 10))
+    np.testing.assert_array_equal(res.accuracies, np.full(10, 0.75))
+    np.testing.assert_array_equal(res.thresholds, np.full(10, INSIGHTFACE_THRESHOLDS[51]))
+    # the decisions a fold's threshold makes are the rule's, pair by pair
+    folds = default_folds(40, 10)
+    assert res.correct(scores, labels, folds).reshape(10, 4).tolist() == \
+        [[False, True, True, True]] * 10

@@ -171,3 +171,24 @@ def test_main_prints_the_verdict_and_sets_the_exit_status(runs, capsys):
     edit(b, METRICS, "value", 1, 0.51)
     assert cr.main([str(a), str(b), "--tol", "0.02"]) == 0
     assert cr.main([str(a), str(b)]) == 1
+
+
+def test_a_table_left_as_copied_is_not_recomputed(runs, tmp_path):
+    """issue 48 item 1: the GPU run is a copy of the CPU run with embed and what follows
+    rerun; a metric table the rerun did not rewrite must not pass as equal."""
+    a, b = runs
+    marker = tmp_path / "copied"
+    marker.write_text("")
+    old = os.path.getmtime(marker) - 10
+    for rel in (METRICS, RATES):
+        os.utime(b / rel, (old, old))
+    cmp = cr.compare_runs(a, b, newer_than=marker)
+    assert not cmp.ok and cmp.beyond == 0 and len(cmp.problems) == 2
+    assert cmp.problems[0] == (f"{METRICS}: not recomputed in {b} (not newer than {marker})")
+    new = os.path.getmtime(marker) + 10
+    os.utime(b / METRICS, (new, new))
+    cmp = cr.compare_runs(a, b, newer_than=marker)
+    assert [p.split(":")[0] for p in cmp.problems] == [RATES]
+    assert cr.main([str(a), str(b), "--newer-than", str(marker)]) == 1
+    os.utime(b / RATES, (new, new))
+    assert cr.main([str(a), str(b), "--newer-than", str(marker)]) == 0

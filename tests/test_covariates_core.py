@@ -101,9 +101,14 @@ def test_pairs_each_unordered_pair_once():
     assert list(zip(ps.pairs["image_a"], ps.pairs["image_b"], strict=True)) == [("a", "b"), ("a", "c")]
     assert ps.y.tolist() == [0.9, 0.1]          # the first occurrence of each pair is kept
     c = ps.counts
-    assert (c["duplicate"], c["self_pair"], c["not_ok"], c["missing_covariate"]) == (3, 1, 1, 1)
+    # the no_face pair is a pair without a feature (evaluate.failed), not a bad status:
+    # no fit sees it, the empirical rates may count it (PairSet.failed)
+    assert (c["duplicate"], c["self_pair"], c["not_ok"], c["missing_covariate"],
+            c["failed"]) == (3, 1, 0, 1, 1)
     assert c["input"] == sum(c[k] for k in ("duplicate", "self_pair", "not_ok",
-                                            "missing_covariate", "used"))
+                                            "missing_covariate", "used", "failed"))
+    assert ps.failed[["image_a", "image_b", "label", "blur_a", "blur_b", "age_a",
+                      "age_b"]].values.tolist() == [["b", "c", 0, 1.0, 2.0, 30.0, 60.0]]
     assert ps.names == ["blur_a", "blur_b", "absdiff:age"]
     assert ps.x.tolist() == [[0.0, 1.0, 10.0], [0.0, 2.0, 40.0]]
     doubled = build_pairs(pd.concat([scores, scores.rename(columns={

@@ -248,3 +248,20 @@ def test_a_crop_that_does_not_decode_is_named_not_fatal(tmp_path):
             missing_crops(rows, spill, "x")
     tiles = load_tiles(["good", "bad"], [faces])
     assert list(tiles) == ["good"] and tiles["good"].size[0] > 0
+
+
+@pytest.mark.parametrize("orientation", [3, 6, 8])
+def test_decode_crop_ignores_exif_orientation(orientation):
+    """A stored crop's pixels are its stored pixels: `decode_crop` ignores an EXIF
+    orientation tag (the faces stage already applied it when it made the crop), as Pillow's
+    decode of the bytes does; rotating again would turn every consumer's face sideways."""
+    arr = astronaut()[100:140, 150:214]  # 40 x 64: a rotation changes the shape
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="JPEG", quality=95, exif=exif.tobytes())
+    data = buf.getvalue()
+    got = decode_crop(data)
+    assert got.shape == (40, 64, 3)
+    assert np.array_equal(got, _pillow(data))  # stored orientation, Pillow's pixels
+    assert np.abs(got.astype(int) - arr).mean() < 3  # the JPEG of `arr`, not rotated

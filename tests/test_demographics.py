@@ -139,3 +139,169 @@ def test_group_rate_bands_unit_weights_equal_group_rates():
     table = group_rate_band_table(s, y, g, ids, ids[::-1], thresholds=thr, n_boot=5, seed=0)
     assert set(table["group"]) == {"X", "Y"} and len(table) == 6
     assert isinstance(table, pd.DataFrame)
+
+
+# ---------------------------------------------------------------- issue 46.2: BFW's rules
+
+
+def _bfw_like():
+    """Two subgroups X, Y: 5 impostors within each (X 0.1..0.5, Y 0.6..1.0), 5 impostors
+    across them (all 0.0), genuines X 0.45, 0.95 and Y 0.85, 0.75, 0.95."""
+    s = np.r_[[0.1, 0.2, 0.3, 0.4, 0.5], [0.6, 0.7, 0.8, 0.9, 1.0], np.zeros(5),
+              [0.45, 0.95], [0.85, 0.75, 0.95]]
+    y = np.r_[np.zeros(15, bool), np.ones(5, bool)]
+    g = np.array(["X"] * 5 + ["Y"] * 5 + [None] * 5 + ["X"] * 2 + ["Y"] * 3, dtype=object)
+    return s, y, g
+
+
+def test_global_threshold_same_group_against_all_by_hand():
+    """BFW's rule (a1 == a2) fits the global threshold on the 10 impostors within a
+    subgroup; NIST's on all 15. At FMR 0.2: k = 2 of 10 -> just above 0.8; k = 3 of 15 ->
+    just above 0.7."""
+    s, y, g = _bfw_like()
+    same = group_threshold_table(s, y, g, [0.2], global_mask=pd.notna(g)).set_index("group")
+    every = group_threshold_table(s, y, g, [0.2]).set_index("group")
+    assert same.loc["X", "n_impostor_global"] == 10 and every.loc["X", "n_impostor_global"] == 15
+    assert same.loc["X", "global_threshold"] == np.nextafter(0.8, 1)
+    assert every.loc["X", "global_threshold"] == np.nextafter(0.7, 1)
+    assert same.loc["Y", "fmr_global"] == 0.4 and same.loc["Y", "deviation_global"] == 1.0
+    assert every.loc["Y", "fmr_global"] == 0.6
+    assert every.loc["Y", "deviation_global"] == pytest.approx(2.0)
+    assert same.loc["X", "deviation_global"] == every.loc["X", "deviation_global"] == -1.0
+    assert same.loc["Y", "tar_global"] == pytest.approx(2 / 3)
+    assert every.loc["Y", "tar_global"] == 1.0
+    # the subgroup's own threshold does not depend on the rule
+    for t in (same, every):
+        assert t.loc["X", "group_threshold"] == np.nextafter(0.4, 1)
+        assert t.loc["Y", "group_threshold"] == np.nextafter(0.9, 1)
+        assert (t.loc["X", "tar_group"], t.loc["Y", "tar_group"]) == (1.0, pytest.approx(1 / 3))
+    # cross-validated and bootstrapped fits follow the same rule
+    folds = np.r_[np.zeros(len(s)), np.ones(len(s))].astype(int).astype(str)
+    ids = np.array([f"i{k}" for k in range(2 * len(s))])
+    cv = group_threshold_table(np.r_[s, s], np.r_[y, y], np.r_[g, g], [0.2], folds=folds,
+                               global_mask=pd.notna(np.r_[g, g]), identity_a=ids,
+                               identity_b=ids[::-1], n_boot=40, seed=0).set_index("group")
+    assert cv.loc["Y", "deviation_global_cv"] == 1.0 and cv.loc["Y", "tar_global_cv"] == \
+        pytest.approx(2 / 3)
+    assert cv.loc["Y", "deviation_global_lo"] <= 1.0 <= cv.loc["Y", "deviation_global_hi"]
+
+
+def _write_bfw_like(root, failures=False):
+    """The pairs of :func:`_bfw_like` as a scores file and an attribute table (one image per
+    pair side; identity = image stem). With ``failures``: an X genuine pair and a Y impostor
+    pair without a feature (status no_face, score NaN)."""
+    s, y, g = _bfw_like()
+    rows = []
+    for k, (score, lab, grp) in enumerate(zip(s, y, g, strict=True)):
+        ga, gb = (grp, grp) if grp else ("X", "Y")
+        ia, ib = (f"{ga}{k}", f"{gb}{k}") if lab else (f"{ga}{k}a", f"{gb}{k}b")
+        rows.append((f"{ia}/1", f"{ib}/2", ia, ib, int(lab), score, "ok"))
+    if failures:
+        rows += [("X90/1", "X90/2", "X90", "X90", 1, np.nan, "no_face"),
+                 ("Y91a/1", "Y91b/2", "Y91a", "Y91b", 0, np.nan, "no_face")]
+    pairs = pd.DataFrame(rows, columns=["image_a", "image_b", "identity_a", "identity_b",
+                                       "label", "score", "status"])
+    pairs.to_parquet(root / "pairs.parquet")
+    img = pd.concat([pairs[["image_a", "identity_a"]].set_axis(["image_id", "identity"], axis=1),
+                     pairs[["image_b", "identity_b"]].set_axis(["image_id", "identity"], axis=1)])
+    img = img.drop_duplicates("image_id")
+    img["label_sub"] = img["identity"].str[0]
+    img.to_parquet(root / "attributes.parquet")
+    return root
+
+
+SUB = {"protected": {"sub": {"column": "label_sub"}}, "sync": "majority"}
+
+
+def _demo(root, out, cfg, fairness=SUB):
+    from facecast.fairness.demographics import run_demographics
+
+    run_demographics(root / "pairs.parquet", root / "attributes.parquet", out,
+                     {"n_boot": 0, "band_points": 5, "fmr_targets": [0.2], **cfg}, fairness,
+                     model="m", protocol="p", seed=0)
+    return (pd.read_parquet(out / "thresholds.parquet"),
+            pd.read_parquet(out / "group_thresholds.parquet").set_index("group"),
+            pd.read_parquet(out / "cross_fmr.parquet"))
+
+
+def test_demographics_global_pairs_and_mixed_pairs_exclude(tmp_path):
+    root = _write_bfw_like(tmp_path)
+    thr, gt, cross = _demo(root, tmp_path / "same", {"global_pairs": "same_group"})
+    assert thr["global_pairs"].tolist() == ["same_group"] and thr["n_impostor"].iat[0] == 10
+    assert thr["threshold"].iat[0] == np.nextafter(0.8, 1)
+    assert gt.loc["Y", "deviation_global"] == 1.0 and gt.loc["Y", "global_pairs"] == "same_group"
+    assert "global_pairs: same_group" in (tmp_path / "same/tables.html").read_text()
+    thr, gt, cross = _demo(root, tmp_path / "all", {"global_pairs": "all"})
+    assert thr["n_impostor"].iat[0] == 15 and thr["threshold"].iat[0] == np.nextafter(0.7, 1)
+    assert gt.loc["Y", "deviation_global"] == pytest.approx(2.0)
+    xy = cross[(cross["attribute"] == "group") & (cross["value_i"] == "X")
+               & (cross["value_j"] == "Y")]
+    assert xy["n_impostor"].iat[0] == 5 and xy["false_matches"].iat[0] == 0
+    # fairness.mixed_pairs: exclude holds here too: the 5 pairs across subgroups are gone
+    thr, gt, cross = _demo(root, tmp_path / "ex", {"global_pairs": "all"},
+                           {**SUB, "mixed_pairs": "exclude"})
+    assert thr["n_impostor"].iat[0] == 10 and thr["threshold"].iat[0] == np.nextafter(0.8, 1)
+    xy = cross[(cross["attribute"] == "group") & (cross["value_i"] == "X")
+               & (cross["value_j"] == "Y")]
+    assert xy["n_impostor"].iat[0] == 0 and xy["fmr_text"].iat[0] == "n/a (0 impostors)"
+
+
+def test_demographics_failure_rule(tmp_path):
+    """nonmatch: the failed X genuine pair is a false non-match (TAR_X 1/3), the failed Y
+    impostor a correct reject (FMR_Y 2/6); no threshold is fitted on them. drop: both
+    left out (TAR_X 1/2, FMR_Y 2/5). Either way n_failed and failed_rate per group."""
+    root = _write_bfw_like(tmp_path, failures=True)
+    thr, gt, _ = _demo(root, tmp_path / "n", {"global_pairs": "same_group",
+                                              "failed": "nonmatch"})
+    assert thr["n_impostor"].iat[0] == 10 and thr["threshold"].iat[0] == np.nextafter(0.8, 1)
+    assert thr["n_failed"].iat[0] == 2
+    assert gt.loc["X", "tar_global"] == pytest.approx(1 / 3)
+    assert gt.loc["Y", "fmr_global"] == pytest.approx(2 / 6)
+    assert gt.loc["Y", "deviation_global"] == pytest.approx((2 / 6 - 0.2) / 0.2)
+    assert gt.loc["Y", "n_impostor"] == 6 and gt.loc["Y", "group_threshold"] == \
+        np.nextafter(0.9, 1)
+    assert (gt.loc["X", "n_failed"], gt.loc["Y", "n_failed"]) == (1, 1)
+    assert gt.loc["X", "failed_rate"] == pytest.approx(1 / 8)
+    assert gt.loc["Y", "failed_rate"] == pytest.approx(1 / 9)
+    assert "count as non-matches" in (tmp_path / "n/tables.html").read_text()
+    thr, gt, _ = _demo(root, tmp_path / "d", {"global_pairs": "same_group", "failed": "drop"})
+    assert thr["n_failed"].iat[0] == 2 and thr["threshold"].iat[0] == np.nextafter(0.8, 1)
+    assert gt.loc["X", "tar_global"] == 0.5 and gt.loc["Y", "fmr_global"] == 0.4
+    assert gt.loc["Y", "n_impostor"] == 5 and gt.loc["X", "n_failed"] == 1
+    assert gt.loc["X", "failed_rate"] == pytest.approx(1 / 8)
+
+
+def test_demographics_config_by_dataset_kind():
+    from facecast.fairness.targets import demographics_config
+
+    cfg = {"datasets": {"b": {"kind": "bfw"}, "l": {"kind": "lfw"}},
+           "fairness": {"thresholds": {"fmr_targets": [1e-3]}}, "demographics": {"n_boot": 3}}
+    b, lfw = demographics_config(cfg, "b"), demographics_config(cfg, "l")
+    assert b["global_pairs"] == "same_group" and b["fmr_targets"] == [0.3, 0.1, 0.01, 0.001,
+                                                                       0.0001]
+    assert lfw["global_pairs"] == "all" and lfw["fmr_targets"] == [1e-3]
+    assert b["failed"] == lfw["failed"] == "nonmatch" and b["n_boot"] == 3
+    cfg["demographics"] = {"global_pairs": "all", "fmr_targets": [0.05]}
+    cfg["evaluate"] = {"failed": "drop"}
+    assert demographics_config(cfg, "b") == {"global_pairs": "all", "fmr_targets": [0.05],
+                                             "failed": "drop"}
+
+
+def test_failed_pairs_count_in_rates_but_set_no_threshold():
+    """X: impostors 0.1..0.5 and five without a feature (-inf), genuines 0.45 and one
+    without a feature. At FMR 0.2 the thresholds are fitted on the five scored impostors
+    (k = 1: just above 0.4; fitted on all ten it would be k = 2: just above 0.3), the rates
+    count all: FMR 1/10, TAR 1/2."""
+    s = np.r_[[0.1, 0.2, 0.3, 0.4, 0.5], np.full(5, -np.inf), [0.45, -np.inf]]
+    y = np.r_[np.zeros(10, bool), [True, True]]
+    g = np.array(["X"] * 12, dtype=object)
+    bad = np.isinf(s)
+    t = group_threshold_table(s, y, g, [0.2], failed=bad).iloc[0]
+    assert t["group_threshold"] == t["global_threshold"] == np.nextafter(0.4, 1)
+    assert t["n_impostor_global"] == 5 and t["n_impostor"] == 10
+    assert t["fmr_group"] == 0.1 and t["deviation_group"] == pytest.approx(-0.5)
+    assert t["tar_group"] == 0.5 and t["n_failed"] == 6 and t["failed_rate"] == 0.5
+    folds = np.array(["a", "b"] * 6)
+    cv = group_threshold_table(np.r_[s, s], np.r_[y, y], np.r_[g, g], [0.2],
+                               failed=np.r_[bad, bad], folds=np.r_[folds, folds[::-1]])
+    assert cv["fmr_group_cv"].iat[0] == 0.1  # the other fold's 5 scored impostors again

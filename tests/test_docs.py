@@ -264,7 +264,7 @@ def test_readme_is_a_front_door() -> None:
     for option in ("-n", "--cores", "--report"):
         assert any(option in line.split() for line in snakemake), (
             f"README.md's quick start lost its `snakemake ... {option}` command")
-    assert "results/plan.md" in text, "README.md no longer says where the plan is"
+    assert "results/mine/plan.md" in text, "README.md no longer says where the plan is"
 
 
 def _markdown_files() -> list[Path]:

@@ -309,6 +309,7 @@ def test_config_check_knows_the_backend(tmp_path):
                                               "arcface_torch, not of lbp")
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (fp16 path)")
 def test_fp16_on_gpu_equals_the_in_memory_model(saved, crops):
     arch, model, path = saved

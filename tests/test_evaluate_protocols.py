@@ -127,9 +127,13 @@ def test_evaluate_benchmark_and_summary(tmp_path):
         metric_paths.append(tmp_path / f"eval/{model}/b/metrics.parquet")
     scored = read_parquet(tmp_path / "eval/m1/b.parquet")
     assert len(scored) == len(pairs)                      # every pair reaches the output
-    used = scored[(scored.status == "ok") & (scored.fold != "val")]
-    assert row["n_pairs"] == len(used) and row["n_skipped"] == 200 - len(used) > 0
-    assert row["auc"] == pytest.approx(roc_auc_score(used.label, used.score))
+    # evaluate.failed: nonmatch (the default): the pairs of the missing image count as
+    # non-matches below every score (any floor under -1 ranks as -inf does)
+    used = scored[scored.fold != "val"]
+    failed = int((used.status != "ok").sum())
+    assert row["n_pairs"] == len(used) == 200 and row["n_skipped"] == 0
+    assert row["n_failed"] == failed > 0 and row["failed"] == "nonmatch"
+    assert row["auc"] == pytest.approx(roc_auc_score(used.label, used.score.fillna(-10.0)))
     assert 0.5 < row["accuracy"] <= 1 and row["n_folds"] == 10
     for f in ("roc.parquet", "roc.png", "det.png"):
         assert (tmp_path / "eval/m1/b" / f).stat().st_size > 0
@@ -139,3 +143,4 @@ def test_evaluate_benchmark_and_summary(tmp_path):
     assert len(long) == 2
     md = (tmp_path / "summary.md").read_text()
     assert "| m1 |" in md and "average" in md and "TAR at FAR=0.01" in md
+    assert row["n_held_out"] == 1 and "1 of 201 pairs held out (val)" in md

@@ -144,3 +144,66 @@ def test_estimator_report_key_is_checked():
     cfg = _config(fairness={"estimator_report": "ff"})
     resolve_config(cfg, SCHEMA)
     assert collect(cfg)[0] == []
+
+
+def _label_file(tmp_path, lines: list[str]) -> None:
+    (tmp_path / "fairface_label_val.csv").write_text("\n".join(lines) + "\n")
+
+
+def test_a_row_with_an_extra_field_costs_that_row_only(tmp_path):
+    _label_file(tmp_path, [
+        "file,age,gender,race,service_test",
+        "val/1.jpg,60-69,Male,White,True",
+        "val/2.jpg,30-39,Male,Southeast Asian,False,oops",
+        'val/3.jpg,30-39,"Fe',
+        'male",Indian,True',
+        "val/4.jpg,20-29",
+        "val/5.jpg,3-9,Female,Black,False"])
+    rows = read_fairface(tmp_path).set_index("path")
+    assert rows["status"].to_dict() == {"val/1.jpg": "ok", "val/2.jpg": "bad_row",
+                                        "val/3.jpg": "bad_label", "val/4.jpg": "bad_row",
+                                        "val/5.jpg": "ok"}
+    assert rows.loc["val/2.jpg", "message"] == (
+        "fairface_label_val.csv:3: 6 fields where the header has 5 (extra 'oops'); the row "
+        "is not read")
+    assert rows.loc["val/3.jpg", "message"].startswith(
+        "fairface_label_val.csv:4: gender 'Fe\\nmale' is not one of")  # a quoted newline
+    assert rows.loc["val/4.jpg", "message"] == (
+        "fairface_label_val.csv:6: 2 fields where the header has 5 (no gender, race, "
+        "service_test); the row is not read")
+    assert rows.loc["val/2.jpg", ["label_race", "label_age_bin", "label_gender"]].isna().all()
+    assert np.isnan(rows.loc["val/2.jpg", "label_male"])
+    assert rows.loc["val/5.jpg", ["label_age_bin", "label_gender", "label_race"]].tolist() == [
+        "3-9", "Female", "Black"]
+
+
+def test_a_trailing_comma_on_every_line_shifts_no_column(tmp_path):
+    lines = ["file,age,gender,race,service_test", "val/1.jpg,60-69,Male,White,True",
+             "val/2.jpg,3-9,Female,Indian,False"]
+    _label_file(tmp_path, [line + "," for line in lines])
+    rows = read_fairface(tmp_path)
+    assert rows["status"].tolist() == ["ok", "ok"]
+    assert rows["path"].tolist() == ["val/1.jpg", "val/2.jpg"]
+    assert rows["label_race"].tolist() == ["White", "Indian"]
+    assert rows["label_service_test"].tolist() == [1.0, 0.0]
+    _label_file(tmp_path, [lines[0]] + [line + "," for line in lines[1:]])  # rows only
+    assert read_fairface(tmp_path)["label_age_bin"].tolist() == ["60-69", "3-9"]
+
+
+def test_statuses_found_later_name_the_csv_line(tmp_path):
+    """A path listed twice and an image that is not there get the manifest's statuses,
+    each message naming the label file's line."""
+    (tmp_path / "val").mkdir()
+    (tmp_path / "val" / "1.jpg").write_bytes((ROOT / "val" / "1.jpg").read_bytes())
+    _label_file(tmp_path, ["file,age,gender,race,service_test",
+                           "val/1.jpg,60-69,Male,White,True",
+                           "val/1.jpg,3-9,Female,Black,False",
+                           "val/2.jpg,3-9,Female,Black,False,extra",
+                           "val/3.jpg,3-9,Female,Black,False"])
+    out = tmp_path / "manifest.parquet"
+    build_manifest({"kind": "fairface", "root": str(tmp_path)}, tmp_path / "work", out)
+    m = read_parquet(out)
+    assert m["status"].tolist() == ["ok", "duplicate", "bad_row", "missing"]
+    assert [msg.split(": ")[0] for msg in m["message"].tolist()[1:]] == [
+        "fairface_label_val.csv:3", "fairface_label_val.csv:4", "fairface_label_val.csv:5"]
+    assert "source_line" not in m and "source_file" not in m

@@ -48,7 +48,11 @@ def test_all_outputs_and_every_pair_kept(sim):
     ann = read_parquet(root / "biased" / "p" / "pairs.parquet")
     assert len(ann) == len(pairs)
     assert ann["image_a"].tolist() == pairs["image_a"].tolist()
-    assert ann.loc[3, "status"] == "bad_score" and ann.loc[3, "message"]
+    # the failed embedding is a pair without a feature: under evaluate.failed's default
+    # (nonmatch) it counts, at score -inf, and is no bad score
+    assert ann.loc[3, "failed"] and ann.loc[3, "score"] == -np.inf
+    assert ann.loc[3, "status"] not in ("bad_score", "no_feature") and ann.loc[3, "in_reference"]
+    assert ann["failed"].sum() == 1
     assert read_provenance(root / "biased" / "p" / "summary.parquet")["model"] == "biased"
     report = (root / "biased" / "p" / "report.md").read_text()
     assert "Table A7" in report and "female_dark" in report

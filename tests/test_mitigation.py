@@ -579,6 +579,8 @@ def test_the_demo_runs_every_method_and_an_explicit_false_is_off():
     ({"mitigation": {"methods": ["oracle_cal"]}, "fairness": {"enabled": False}},
      "mitigation.methods", "needs the fairness stage's protected groups"),
     ({"mitigation": {"models": ["arcface"]}}, "mitigation.models", "not an embed model"),
+    ({"mitigation": {"calibration": {"benchmark": "random", "folds": 5}}},
+     "mitigation.calibration.folds", "a calibration source (mitigation.calibration.benchmark"),
 ])
 def test_config_mistakes_name_their_key(sections, key, words):
     errs = _errors(_demo(**sections))

@@ -157,3 +157,57 @@ def test_worker_processes_give_the_same_replicates(monkeypatch):
             assert len(v) == 23 and np.array_equal(v, pool[2][m][k], equal_nan=True), (m, k)
     # one draw stream shared by the methods: the same identity counts behind each row
     assert not np.array_equal(here[2]["raw"]["auc"], here[2]["shift"]["auc"])
+
+
+def _production_pairs(seed: int = 3) -> pd.DataFrame:
+    """:func:`_pairs` as the fairness annotation writes mixed pairs: ``group="mixed"``."""
+    ann = _pairs(seed)
+    return ann.assign(group=ann["group"].where(ann["status"] != "mixed", "mixed"))
+
+
+def test_ks_summaries_cells_and_defaults_of_one_method():
+    from facecast.mitigation.calibrate import ks_error
+
+    ann = _production_pairs()
+    score = ann["score"].to_numpy()
+    prob = 1.0 / (1.0 + np.exp(-6.0 * (score - 0.45)))
+    y = ann["label"].to_numpy()
+    codes = PairCodes(ann["identity_a"].to_numpy(), ann["identity_b"].to_numpy())
+    cells = ann[ann["in_cells"] & ann["in_reference"] & (y == 1)]
+    per_cell = cells.groupby(["group", "combo"]).size().to_numpy()
+    m = int(np.sort(per_cell)[len(per_cell) // 2])         # a cell count: the boundary
+    st = MethodState(ann, score, prob, codes=codes, fars=FARS, fmr=FMR,
+                     fairness={"min_groups": 1, "min_pairs": m})
+    assert st.groups == ["a", "b", "c", "d"]                 # "mixed" is no group
+    assert st.alpha == 0.5                                   # fairness.alpha's default
+    assert int(st.present["+"].sum()) == int((per_cell >= m).sum())   # >=, not >
+    point = st.metrics(np.ones((1, codes.k)), point=True)
+    ks = np.array([ks_error(prob[ann["group"] == g], y[ann["group"] == g])[0]
+                   for g in st.groups])
+    assert np.allclose([point[f"ks_{g}"][0] for g in st.groups], ks, rtol=0, atol=1e-15)
+    dev = np.abs(ks - ks.mean())
+    assert point["ks_aad"][0] == pytest.approx(dev.mean(), abs=1e-15)
+    assert point["ks_mad"][0] == pytest.approx(dev.max(), abs=1e-15)
+    assert abs(dev.max() - (ks.max() - ks.min())) > 1e-3      # MAD is not max - min
+    assert abs((ks - ks.mean()).mean()) < 1e-12 < dev.mean()  # the abs matters
+    assert "ks_mixed" not in point
+
+
+def test_every_method_reads_the_same_draws_and_the_point_is_no_replicate():
+    ann = _production_pairs(5)
+    score = ann["score"].to_numpy()
+    prob = np.clip(score, 0.0, 1.0)
+    groups, point, reps = replicates.bootstrap(
+        ann, {"raw": score, "twin": score.copy(), "other": -score},
+        {"raw": prob, "twin": prob.copy(), "other": 1.0 - prob}, fars=FARS, fmr=FMR,
+        fairness=FAIRNESS, n_boot=12, seed=7)
+    assert groups == ["a", "b", "c", "d"]
+    for k in reps["raw"]:       # one draw per replicate shared by every method
+        assert np.array_equal(reps["raw"][k], reps["twin"][k], equal_nan=True), k
+    unit = _old(ann, score, prob, np.ones((1, len(ann))))      # every pair weighs 1
+    for k in ("auc", "bias_pos", "threshold", "ks"):
+        assert point["raw"][k] == pytest.approx(float(unit[k][0]), abs=1e-12), k
+    y = ann["label"].to_numpy()
+    assert point["raw"]["ks"] == pytest.approx(ks_sorted(
+        np.ones((1, len(y))), (prob - y)[np.argsort(prob, kind="stable")])[0], abs=1e-15)
+    assert not np.any(reps["raw"]["auc"] == point["raw"]["auc"])

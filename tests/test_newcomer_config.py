@@ -92,6 +92,10 @@ def test_two_line_config_passes_the_checks_with_derived_defaults():
     assert any(line.startswith("fairness.protected: derived - gender from age_gender_male")
                for line in plan)
     assert any(line.startswith("benchmarks: derived - all_pairs") for line in plan)
+    assert ("fairness: a figure comparing groups (Bias+/-, FDR, GARBE, ratios) needs two "
+            "groups with usable pairs; with fewer it reads n/a (1 group: <g>) and the model "
+            "has no leaderboard rank; leaderboard: no baseline (fairness.leaderboard.baseline)"
+            ", no accuracy bar") in plan
     # the whole chain has targets: evaluation, fairness, quality, demographics, 1:N
     assert fairness_targets.targets(cfg, "mine", ["mine"]) == [
         "results/mine/fairness/dlib/all_pairs/report.md",
@@ -196,9 +200,9 @@ def newcomer_run(tmp_path_factory):
 
 def test_the_two_line_config_runs_on_real_photos(newcomer_run):
     res = newcomer_run
-    plan = (res / "plan.md").read_text()
+    plan = (res / "mine/plan.md").read_text()
     assert "fairness.protected: derived - gender from age_gender_male" in plan
-    assert (res / "plan.html").is_file()
+    assert (res / "mine/plan.html").is_file() and not (res / "plan.md").exists()
     manifest = pd.read_parquet(res / "mine/manifest.parquet")
     assert len(manifest) == 20 and manifest["identity"].nunique() == 5
     faces = pd.concat(pd.read_parquet(p, columns=["image_id", "status"])
@@ -217,3 +221,12 @@ def test_the_two_line_config_runs_on_real_photos(newcomer_run):
     report = (res / "mine/fairness/dlib/all_pairs/report.md").read_text()
     assert "gender" in report or "female" in report or "male" in report
     assert (res / "mine/fairness/leaderboard/all_pairs/leaderboard.md").is_file()
+    # issue 50: chance beside the accuracy and the val fold counted; every person estimated
+    # male - one group: no fairness figure, no rank
+    assert ("| all_pairs | 28 | 146 | 16 of 190 pairs held out (val) | different | 83.91 |"
+            in summary)
+    assert summary.index("## AUC (%)") < summary.index("## 10-fold accuracy")
+    fsum = pd.read_parquet(res / "mine/fairness/dlib/all_pairs/summary.parquet").iloc[0]
+    assert fsum["fairness_note"] == "n/a (1 group: male)" and pd.isna(fsum["bias_pos"])
+    board = pd.read_parquet(res / "mine/fairness/leaderboard/all_pairs/leaderboard.parquet")
+    assert board["status"].tolist() == ["n/a (1 group: male)"] and board["place"].isna().all()

@@ -1,15 +1,20 @@
-"""Every HTML page the session demo run writes reads as a person reads it (issue 41.7).
+"""Every HTML page the session demo run writes reads as a person reads it (issue 41.7),
+shows its figures wherever it is opened and links the glossary (issues 47.8, 50.4).
 
 Each page is parsed with Python's ``html.parser`` (no browser): its tags must nest and
 close; no paragraph may hold what its source meant as list items (``- For dlib ...``
 flattened into one ``<p>``) or Markdown left unrendered (a pipe table, a code fence); no
 block of running text (``<p>``, ``<li>``, text straight in ``<body>``/``<div>``) may pass
 :data:`MAX_TEXT` characters, and no list item :data:`MAX_ITEM` (one or two short
-sentences; the full figures live in the tables).
+sentences; the full figures live in the tables). Each ``<img>`` must resolve relative to
+the page's file (or be a ``data:`` URI of an image), no ``[figure: ...]`` placeholder may be
+left, every page links the glossary at its foot (``#glossary``), and the fairness,
+mitigation, slices, quality-bias and estimator pages open with their generated verdict.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -24,6 +29,13 @@ VOID = frozenset({"br", "hr", "img", "meta", "link", "input", "col", "area", "ba
 OPTIONAL_END = frozenset({"li", "p", "td", "th", "tr", "thead", "tbody", "option"})
 #: Where running text is measured; other elements (tables, code, headings) are structure.
 TEXT_BLOCKS = frozenset({"p", "li", "body", "div"})
+#: The leading bytes of the image formats a page may embed.
+IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF8", b"<svg", b"<?xml")
+#: Pages that open with a generated verdict (issues 47.8, 50.4), under results/<ds>/, and
+#: whether the demo run writes them (it has no attribute benchmark: no estimator report).
+VERDICT_PAGES = {"fairness/*/*/report.html": True, "mitigation/*/*/report.html": True,
+                 "slices/*/*/report.html": True, "quality/*/*/bias.html": True,
+                 "labels/estimators.html": False}
 #: Elements inside running text.
 INLINE = frozenset({"a", "b", "i", "em", "strong", "code", "span", "sub", "sup", "small"})
 
@@ -45,8 +57,18 @@ class _Page(HTMLParser):
         self.blocks: list[tuple[str, str]] = []  # (tag, text) of every closed text block
         self.text: list[list[str]] = []  # open text blocks' text, innermost last
         self.errors: list[str] = []
+        self.images: list[str] = []  # every <img> src
+        self.links: list[str] = []  # every <a> href
+        self.ids: list[str] = []  # every id attribute
 
     def handle_starttag(self, tag: str, attrs) -> None:
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.append(a["id"])
+        if tag == "img":
+            self.images.append(a.get("src") or "")
+        if tag == "a" and a.get("href"):
+            self.links.append(a["href"])
         if tag in VOID:
             return
         if tag == "p" and self.stack and self.stack[-1] == "p":
@@ -113,6 +135,53 @@ def page_problems(text: str) -> list[str]:
     return problems
 
 
+def image_problems(src: str, page: Path) -> list[str]:
+    """Why an ``<img src>`` of ``page`` would not show (empty when it shows): a ``data:``
+    URI must decode to an image; any other source must be a file relative to the page."""
+    if src.startswith("data:"):
+        head, _, data = src.partition(",")
+        try:
+            raw = base64.b64decode(data, validate=True) if head.endswith(";base64") else b""
+        except ValueError:
+            raw = b""
+        return [] if raw.startswith(IMAGE_MAGIC) else [f"data: URI is no image: {src[:60]!r}"]
+    if re.match(r"^[a-z][a-z0-9+.-]*:|^/", src, re.I):
+        return [f"image outside the page's folder: {src!r}"]
+    return [] if (page.parent / src).is_file() else [f"image not found beside the page: {src!r}"]
+
+
+def figure_problems(text: str, page: Path) -> list[str]:
+    """Images that would not show, ``[figure:`` placeholders and a missing glossary."""
+    parser = _Page()
+    parser.feed(text)
+    parser.close()
+    problems = [p for src in parser.images for p in image_problems(src, page)]
+    if "[figure:" in text:
+        problems.append("a [figure: ...] placeholder instead of the figure")
+    if "glossary" not in parser.ids or "#glossary" not in parser.links:
+        problems.append("no glossary linked (#glossary)")
+    return problems
+
+
+def test_the_figure_checker_resolves_images_from_the_page(tmp_path):
+    """An image shows as a data: URI of an image, or as a file beside the page (a moved
+    folder keeps it); the glossary must be on the page and linked."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "f.png").write_bytes(b"\x89PNG\r\n\x1a\nrest")
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\nrest").decode()
+    ok = ('<p><a href="#glossary">g</a><img src="f.png" alt="a">'
+          f'<img src="data:image/png;base64,{png}" alt="b"></p><section id="glossary"></section>')
+    assert figure_problems(ok, tmp_path / "sub" / "p.html") == []
+    assert figure_problems(ok, tmp_path / "p.html") == [
+        "image not found beside the page: 'f.png'"]
+    bad = ('<p>[figure: rates] <img src="data:image/png;base64,eHh4" alt="x">'
+           '<img src="/abs/f.png" alt="y"></p>')
+    assert figure_problems(bad, tmp_path / "p.html") == [
+        "data: URI is no image: 'data:image/png;base64,eHh4'",
+        "image outside the page's folder: '/abs/f.png'",
+        "a [figure: ...] placeholder instead of the figure", "no glossary linked (#glossary)"]
+
+
 def test_the_checker_fails_on_flattened_lists_and_walls_of_text():
     """The checker names the faults of issue 41.7 and passes a page that reads well."""
     flat = ("<p>Each method against raw. - For dlib on fair_pool, FSN lowers bias. "
@@ -134,11 +203,22 @@ def test_the_checker_fails_on_flattened_lists_and_walls_of_text():
 
 def test_every_demo_page_reads_as_a_page(demo_run):
     """Every .html the demo run writes parses cleanly and has no flattened list and no
-    wall of text (issue 41.7)."""
+    wall of text (issue 41.7); its images show relative to the page, no ``[figure:`` is
+    left, it links the glossary, and the verdict pages open with their verdict (issues
+    47.8, 50.4)."""
     work, _ = demo_run
     pages = sorted((Path(work) / "results").rglob("*.html"))
     assert len(pages) >= 20, f"the demo run wrote only {len(pages)} HTML pages"
-    failures = {str(p.relative_to(work)): page_problems(p.read_text(encoding="utf-8"))
-                for p in pages}
+    failures = {}
+    for p in pages:
+        text = p.read_text(encoding="utf-8")
+        failures[str(p.relative_to(work))] = page_problems(text) + figure_problems(text, p)
+    results = Path(work) / "results"
+    for pattern, required in VERDICT_PAGES.items():
+        found = sorted(results.glob(f"*/{pattern}"))
+        assert found or not required, f"the demo run wrote no {pattern}"
+        for p in found:
+            if "<strong>In short</strong> (generated from this page" not in p.read_text():
+                failures.setdefault(str(p.relative_to(work)), []).append("no verdict")
     failures = {k: v for k, v in failures.items() if v}
     assert not failures, "\n".join(f"{k}:\n  " + "\n  ".join(v) for k, v in failures.items())

@@ -71,3 +71,36 @@ def test_manifest_keeps_every_image(tmp_path):
     assert len(m) == 12 and m["image_id"].is_unique
     assert m["status"].value_counts().to_dict() == {"ok": 9, "bad_label": 2, "bad_name": 1}
     assert pd.api.types.is_float_dtype(m["label_age"])
+
+
+def _copy(src: str, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_bytes((ROOT / src).read_bytes())
+
+
+def test_overlapping_folders_count_each_photo_once(tmp_path):
+    """UTKFace/, crop_part1/ and part1/ as downloaded: the same photo (labels + date&time)
+    is one ``ok`` row, its other copies ``duplicate`` naming the kept path; the same stamp
+    with other labels, or the same labels with another stamp, are other photos."""
+    a, b = "19_0_4_20170116173838285.jpg.chip.jpg", "22_0_2_20170116164530917.jpg.chip.jpg"
+    _copy(a, tmp_path / "UTKFace" / a)
+    _copy(b, tmp_path / "UTKFace" / b)
+    _copy(a, tmp_path / "crop_part1" / a)  # the aligned copy again
+    _copy(a, tmp_path / "part1" / "19_0_4_20170116173838285.jpg")  # the in-the-wild one
+    _copy(b, tmp_path / "part1" / "22_1_2_20170116164530917.jpg")  # same stamp, other labels
+    _copy(b, tmp_path / "part2" / "22_0_2_20170116164530918.jpg")  # same labels, other stamp
+    rows = read_utkface(tmp_path).set_index("path")
+    assert rows["status"].to_dict() == {
+        f"UTKFace/{a}": "ok", f"UTKFace/{b}": "ok", f"crop_part1/{a}": "duplicate",
+        "part1/19_0_4_20170116173838285.jpg": "duplicate",
+        "part1/22_1_2_20170116164530917.jpg": "ok",
+        "part2/22_0_2_20170116164530918.jpg": "ok"}
+    for dup in (f"crop_part1/{a}", "part1/19_0_4_20170116173838285.jpg"):
+        assert rows.loc[dup, "message"] == (
+            f"{dup}: the same photo as UTKFace/{a} (labels and date&time "
+            "19_0_4_20170116173838285); that copy is kept")
+        assert pd.isna(rows.loc[dup, "label_race"]) and pd.isna(rows.loc[dup, "label_age"])
+    assert rows.loc["part1/22_1_2_20170116164530917.jpg", "label_gender"] == "Female"
+    out = tmp_path / "manifest.parquet"
+    build_manifest({"kind": "utkface", "root": str(tmp_path)}, tmp_path / "work", out)
+    assert read_parquet(out)["status"].value_counts().to_dict() == {"ok": 4, "duplicate": 2}

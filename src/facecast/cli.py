@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     p_slices.add_argument("--n-boot", type=int, default=1000)
     p_slices.add_argument("--seed", type=int, default=0)
     p_slices.add_argument("--name", default="model", help="model name in the outputs")
+    p_slices.add_argument("--failed", choices=["nonmatch", "drop"], default="nonmatch",
+                          help="a pair without a feature (status not ok or no score): nonmatch "
+                        "(ISO/IEC 19795-1 generalized rates, score -inf) or drop (left out); "
+                        "evaluate.failed")
     _compare_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "compare":
@@ -69,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.exit(2, "facecast slices: --fdr and --fmr lie in (0, 1); --n-boot >= 2\n")
         try:
             result = run_slices(args.pairs, args.attributes, args.out, cfg,
-                                model=args.name, protocol="pairs", seed=args.seed)
+                                model=args.name, protocol="pairs", seed=args.seed,
+                                accuracy={"failed": args.failed})
         except (FileNotFoundError, KeyError, ValueError) as exc:
             parser.exit(2, f"facecast slices: {exc}\n")
         sys.stdout.write(terminal_report(result) + f"\noutputs in {args.out}\n")
@@ -108,6 +113,10 @@ def _compare_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--n-folds", type=int, default=10,
                    help="folds dealt when a file has fewer than two fold names")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--failed", choices=["nonmatch", "drop"], default="nonmatch",
+                   help="a pair without a feature (status not ok or no score): nonmatch "
+                        "(ISO/IEC 19795-1 generalized rates, score -inf) or drop (left out); "
+                        "evaluate.failed")
 
 
 def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -126,7 +135,8 @@ def _compare(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                        "(0, 1); --n-boot >= 2\n")
     cfg = {"fmr": args.fmr, "n_boot": args.n_boot, "confidence": args.confidence,
            "alpha": args.alpha}
-    accuracy = {"thresholds": args.thresholds, "n_folds": args.n_folds, "seed": args.seed}
+    accuracy = {"thresholds": args.thresholds, "n_folds": args.n_folds, "seed": args.seed,
+                "failed": args.failed}
     try:
         diff = compare_files(named, args.out, cfg, fars=args.fars, seed=args.seed,
                              accuracy=accuracy)

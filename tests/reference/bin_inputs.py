@@ -20,7 +20,6 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 import pandas as pd
 
@@ -40,13 +39,37 @@ EXPORTS: dict[str, tuple[list[str], dict[str, Any]]] = {
 }
 
 
+def upsample_exact(small: np.ndarray, size: int = 112) -> np.ndarray:
+    """``small`` (h x w x c uint8) bilinearly enlarged to ``size`` x ``size`` in integer
+    arithmetic (weights over a common denominator, one floor division): the same pixels on
+    every CPU. (OpenCV's ``resize`` picks SIMD kernels per CPU, and their roundings differ:
+    crops made with it on another machine were not these crops.)"""
+    h, w = small.shape[:2]
+
+    def weights(n_in: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        # output centre (2j + 1) / (2 size) in input pixels, minus 1/2, as num / den
+        den = 2 * size
+        num = (2 * np.arange(size) + 1) * n_in - size
+        num = np.clip(num, 0, (n_in - 1) * den)
+        lo = np.minimum(num // den, n_in - 2)
+        frac = num - lo * den
+        return lo, lo + 1, frac, den
+
+    y0, y1, fy, dy = weights(h)
+    x0, x1, fx, dx = weights(w)
+    px = small.astype(np.int64)
+    rows = px[y0] * (dy - fy)[:, None, None] + px[y1] * fy[:, None, None]
+    both = rows[:, x0] * (dx - fx)[None, :, None] + rows[:, x1] * fx[None, :, None]
+    den = dy * dx
+    return ((both + den // 2) // den).astype(np.uint8)
+
+
 def crops() -> dict[str, np.ndarray]:
     """image_id -> 112x112x3 uint8 crop: per identity a smooth pattern, noisy per image."""
     rng = np.random.default_rng(CROP_SEED)
     out = {}
     for ident in IDS:
-        base = np.asarray(cv2.resize(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8),
-                                     (112, 112), interpolation=cv2.INTER_CUBIC), np.float32)
+        base = upsample_exact(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).astype(np.float32)
         for k in range(PER_ID):
             noisy = base + rng.normal(0, 120, base.shape)
             out[f"{ident}/{k}.jpg"] = np.clip(noisy, 0, 255).astype(np.uint8)

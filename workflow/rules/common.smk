@@ -65,7 +65,7 @@ def per_shard(pattern, ds, **wildcards):
 
 def all_targets(wildcards):
     """The run's plan, plus every stage's default outputs of every dataset."""
-    return ["results/plan.md"] + [
+    return [f"results/{ds}/plan.md" for ds in DATASETS] + [
         t
         for ds in DATASETS
         for fn in (

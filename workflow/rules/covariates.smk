@@ -48,6 +48,7 @@ rule covariates:
         protocol=r"[^/]+",
     params:
         covariates=config["covariates"],
+        failed=config["evaluate"].get("failed", "nonmatch"),  # the one failure rule
         seed=config["seed"],
     threads: 1
     log:

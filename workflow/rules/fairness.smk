@@ -80,6 +80,7 @@ rule fairness:
         protocol=r"[^/]+",
     params:
         fairness=config["fairness"],
+        failed=config["evaluate"].get("failed", "nonmatch"),  # the one failure rule
         seed=config["seed"],
         estimators=config.get("estimators", {}),
         # a BFW dataset read without images: the hard-pairs grid reads no image either

@@ -118,13 +118,13 @@ rule describe:
 
 
 # The estimator report of an attribute benchmark (issue 42; kinds fairface, utkface):
-# accuracy of every estimator that groups people, per true group.
+# accuracy of every estimator that groups people, per true group; imported classifiers'
+# predictions files (estimators.imports, issue 47) are inputs.
 rule estimators:
     wildcard_constraints:
         ds=name_regex(ATTRIBUTE_DATASETS),
     input:
-        attributes="results/{ds}/attributes.parquet",
-        manifest="results/{ds}/manifest.parquet",
+        unpack(lambda wc: labels_targets.estimator_inputs(config, wc.ds)),
     output:
         [f"results/{{ds}}/labels/{f}" for f in labels_targets.ESTIMATOR_FILES],
         html=report(
@@ -139,6 +139,8 @@ rule estimators:
         cfg=config.get("estimators", {}),
         out_dir="results/{ds}/labels",
         seed=config["seed"],
+        kind=lambda wc: (config["datasets"][wc.ds] or {}).get("kind", ""),
+        root=lambda wc: str((config["datasets"][wc.ds] or {}).get("root", "")),
     log:
         "results/{ds}/logs/estimators.log",
     benchmark:

@@ -20,6 +20,10 @@ MITIGATION_OUTPUTS = dict(
     calibration=f"{MITIGATION_DIR}/calibration.parquet",
     split=f"{MITIGATION_DIR}/split.parquet",
     learned=f"{MITIGATION_DIR}/learned.json",
+    fits=f"{MITIGATION_DIR}/fits.parquet",
+    fits_csv=f"{MITIGATION_DIR}/fits.csv",
+    faircal=f"{MITIGATION_DIR}/faircal.parquet",
+    faircal_csv=f"{MITIGATION_DIR}/faircal.csv",
     table_md=f"{MITIGATION_DIR}/table.md",
     html=report(f"{MITIGATION_DIR}/report.html", **mitigation_targets.report_kw("report")),
     png=report(
@@ -48,6 +52,7 @@ rule mitigation:
         source=lambda wc: mitigation_targets.calibration_source(config, wc.ds, wc.protocol),
         fars=config["evaluate"]["fars"],
         seed=config["seed"],
+        failed=mitigation_targets.failure_rule(config),
     threads: 2
     log:
         "results/{ds}/logs/mitigation/{model}_{protocol}.log",

@@ -115,7 +115,7 @@ rule demographics:
         model=r"[^/]+",
         protocol=r"[^/]+",
     params:
-        demographics=config.get("demographics", {}),
+        demographics=lambda wc: fairness_targets.demographics_config(config, wc.ds),
         fairness=fairness_targets.fairness_groups(config),
         seed=config["seed"],
     log:
@@ -149,6 +149,7 @@ rule identification:
     params:
         identification=config.get("identification", {}),
         fairness=fairness_targets.fairness_groups(config),
+        failed=config["evaluate"].get("failed", "nonmatch"),  # the one failure rule
         seed=config["seed"],
     resources:
         gpu=int(ident_targets.uses_gpu(config)),

@@ -9,21 +9,24 @@ report: "../report/workflow.rst"
 
 
 # The plan (PLAN, from the Snakefile): derived defaults and skipped stages, with the key
-# that turns each on. A change of plan reruns this rule (params are a rerun trigger).
+# that turns each on. A change of plan reruns this rule (params are a rerun trigger). One
+# per dataset of the config (results/<ds>/plan.md), beside the outputs it explains: a
+# second config's run in the same folder on other datasets keeps this one's plan.
 rule plan:
     output:
-        md="results/plan.md",
+        md="results/{ds}/plan.md",
         html=report(
-            "results/plan.html",
+            "results/{ds}/plan.html",
             caption="../report/plan.rst",
             category="Run",
+            subcategory="{ds}",
             labels={"file": "plan"},
         ),
     params:
         plan=PLAN,
     localrule: True
     log:
-        "results/logs/plan.log",
+        "results/{ds}/logs/plan.log",
     conda:
         "../../envs/cpu.yaml"
     script:

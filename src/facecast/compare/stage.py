@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from facecast.compare.paired import align, compare_pair, lower_is_better, read_scores
 from facecast.compare.report import write_outputs
+from facecast.evaluate.failures import DEFAULT_RULE
 from facecast.labels.estimators_stats import holm
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,8 @@ log = logging.getLogger(__name__)
 #: the columns of differences.parquet, in order (the first thirteen are the contract)
 COLUMNS = ["benchmark", "model_a", "model_b", "metric", "value_a", "value_b", "difference",
            "ci_lo", "ci_hi", "test", "p", "p_adjusted", "verdict", "significant", "note",
-           "n_boot", "n_pairs", "n_impostors", "n_identities", "fmr_resolvable"]
+           "n_boot", "n_pairs", "n_impostors", "n_identities", "fmr_resolvable",
+           "n_failed_a", "n_failed_b", "failed"]
 #: the metric the leaderboards rank by
 BOARD_METRIC = "accuracy"
 #: benchmark name of a scores file without a ``benchmark`` column
@@ -108,7 +110,8 @@ def _compare_one(bench: str, a: str, b: str, fa: pd.DataFrame, fb: pd.DataFrame,
         paired, fars=fars, fmr=float(cfg.get("fmr", 1e-3)), n_boot=int(cfg.get("n_boot", 1000)),
         seed=seed, confidence=float(cfg.get("confidence", 0.95)),
         thresholds=str((accuracy or {}).get("thresholds", "insightface")))
-    table = table.assign(benchmark=bench, model_a=a, model_b=b, **counts)
+    table = table.assign(benchmark=bench, model_a=a, model_b=b, **counts,
+                         failed=str((accuracy or {}).get("failed", DEFAULT_RULE)))
     na = table[table["note"] != ""]
     if len(na):
         log.warning("%s, %s vs %s: no test for %s", bench, a, b, "; ".join(

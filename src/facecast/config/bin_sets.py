@@ -107,6 +107,25 @@ def sidecar_blocks(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
+def cc11_refusal(path: str | Path) -> str | None:
+    """Why ``layout: cc11`` must not read the ``.bin`` at ``path``: its facecast sidecar
+    says ``cc11_compatible: false`` (an export of other than eleven blocks, which CAST's
+    eleven equal slices would cut across); None when there is no sidecar, it cannot be
+    read, or it does not say so."""
+    side = sidecar_path(path)
+    try:
+        meta = json.loads(side.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("cc11_compatible") is not False:
+        return None
+    names = [str(b.get("name")) for b in meta.get("blocks") or [] if isinstance(b, dict)]
+    return (f"its sidecar {side} says cc11_compatible: false (an export of {len(names)} "
+            f"block(s): {', '.join(names) or 'none listed'}): CAST's eleven equal slices "
+            "would cut across its blocks and mislabel every pair; read it with layout: "
+            "blocks")
+
+
 def implied_protocols(spec: Mapping[str, Any]) -> list[str]:
     """Protocol names a dataset block implies ([] unless kind ``insightface_bin``; [] for a
     ``blocks`` layout whose sidecar cannot be read: :func:`bin_spec_errors` says why)."""
@@ -176,6 +195,10 @@ def bin_spec_errors(ds: str, spec: Mapping[str, Any]) -> list[str]:
             sidecar_blocks(spec["path"])
         except SidecarError as exc:
             return [f"{key}.layout: blocks: {exc}"]
+    if bin_layout(spec) == "cc11" and spec.get("path"):
+        refusal = cc11_refusal(spec["path"])
+        if refusal:
+            return [f"{key}.layout: cc11: {refusal}"]
     if bin_layout(spec) == "pairs" and spec.get("path"):
         name = stem_name(spec)
         if not NAME_PATTERN.match(name) or name in RESERVED_NAMES:

@@ -13,20 +13,28 @@ whether a dataset's images are read at all.
   all (:func:`score_only`): no faces, embed or attribute-scoring job is scheduled for it.
 
 Nothing here reads an image. :func:`bfw_header` reads the CSV's header line and
-:func:`numeric_columns` the first :data:`SNIFF_ROWS` data rows (the default score columns
-are the numeric columns that are not the release's own), when the config is checked and
-the DAG is built.
+:func:`numeric_columns` the first :data:`SNIFF_ROWS` data rows, when the config is checked
+and the DAG is built. The default score columns (:func:`score_columns`) are the numeric
+columns that are not the release's own, not id-, index- or fold-like by name
+(:data:`NOT_SCORE`: ``ids1``, ``Unnamed: 0``, ``subject_id``, ``fold2`` ...) and not empty
+in every row (:func:`empty_columns`: a column empty in the sniffed rows is read whole, with
+pyarrow); :func:`skipped_columns` says why each other column is not a model. ``scores``
+written as a list or a mapping wins; a mapping gives a column's direction
+(``{col: {higher: different}}``: a distance, negated when the protocol is written,
+:func:`flipped_columns`).
 """
 
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-#: RFW's four test sets, in the papers' order
-RFW_SETS = ("African", "Asian", "Caucasian", "Indian")
+#: RFW's four test sets, in the RFW paper's order (Wang et al., ICCV 2019: its tables'
+#: columns Caucasian, Indian, Asian, African)
+RFW_SETS = ("Caucasian", "Indian", "Asian", "African")
 #: the protocol of an RFW dataset holding every set's pairs (the sets are its groups)
 RFW_ALL = "rfw"
 #: the one protocol of a BFW dataset
@@ -40,6 +48,16 @@ INDEX_HEADERS = ("", "Unnamed: 0", "index")
 SNIFF_ROWS = 200
 #: the dataset kinds of this module
 KINDS = ("rfw", "bfw")
+#: BFW's intended FMRs (Robinson et al., CVPRW 2020, the TAR-at-FAR table): the default
+#: ``demographics.fmr_targets`` of a dataset of kind ``bfw``
+BFW_FMR_TARGETS = (0.3, 0.1, 0.01, 0.001, 0.0001)
+#: names of numeric columns that are ids, indexes, folds or labels, never scores
+NOT_SCORE = re.compile(
+    r"^(unnamed.*|index|idx|row|row_?(id|index|no)|fold\w*|split\w*|label\w*|"
+    r"ids?\d*|ids?_?[ab12]|nid\w*|identit\w*|subject\w*|person\w*|pair_?(id|index|no)"
+    r"|.*[_\- ](id|ids|idx|index|fold|label))$", re.IGNORECASE)
+#: the values of ``scores: {col: {higher: ...}}``
+DIRECTIONS = ("same", "different")
 
 
 def _datasets(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -147,16 +165,102 @@ def index_column(header: tuple[str, ...]) -> str | None:
     return header[0] if header and header[0] in INDEX_HEADERS else None
 
 
-def score_columns(spec: Mapping[str, Any]) -> list[str]:
-    """A BFW dataset's score columns: ``scores`` as written, else every numeric column of
-    the CSV that is not one of :data:`BFW_COLUMNS` or the index column."""
-    if spec.get("scores") is not None:
-        return [str(s) for s in spec.get("scores") or []]
+def _score_listing(spec: Mapping[str, Any]) -> list[str] | None:
+    """The columns ``scores`` names (a list, or the keys of a mapping); None when absent."""
+    listed = spec.get("scores")
+    if listed is None:
+        return None
+    return [str(k) for k in (listed.keys() if isinstance(listed, Mapping) else listed)]
+
+
+@cache
+def empty_columns(path: str, candidates: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``candidates`` of the datatable at ``path`` without a non-empty cell in any row
+    (read with pyarrow, those columns only)."""
+    if not candidates:
+        return ()
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    try:
+        table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+            include_columns=list(candidates), strings_can_be_null=True,
+            column_types={c: pa.string() for c in candidates}))
+    except (pa.ArrowInvalid, OSError):
+        return ()
+    return tuple(c for c in candidates if pc.max(pc.utf8_length(pc.utf8_trim_whitespace(
+        pc.fill_null(table.column(c), "")))).as_py() in (None, 0))
+
+
+@cache
+def _sniffed_empty(path: str) -> tuple[str, ...]:
+    """Header cells of ``path`` without a non-empty value in the first :data:`SNIFF_ROWS`
+    data rows."""
+    header = bfw_header(path)
+    seen = [False] * len(header)
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.reader(fh)
+            next(reader, None)
+            for k, row in enumerate(reader):
+                if k >= SNIFF_ROWS:
+                    break
+                for i, cell in enumerate(row[:len(header)]):
+                    seen[i] = seen[i] or bool(cell.strip())
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return ()
+    return tuple(h for h, hit in zip(header, seen, strict=True) if not hit)
+
+
+def skipped_columns(spec: Mapping[str, Any]) -> dict[str, str]:
+    """Column -> why it is not a score model, for the columns of a BFW datatable that are
+    not BFW's own, when ``scores`` is left out ({} when it is given)."""
+    if _score_listing(spec) is not None:
+        return {}
     path = str(spec.get("table", ""))
     header = bfw_header(path)
-    skip = set(BFW_COLUMNS) | {index_column(header) or ""} | set(INDEX_HEADERS)
     numeric = set(numeric_columns(path))
-    return [h for h in header if h not in skip and h in numeric]
+    out: dict[str, str] = {}
+    rest = []
+    for h in header:
+        if h in BFW_COLUMNS:
+            continue
+        if h in INDEX_HEADERS or h == index_column(header):
+            out[h] = "pandas' index column"
+        elif h not in numeric:
+            out[h] = "not numeric"
+        elif NOT_SCORE.match(h.strip()):
+            out[h] = "an id, index, fold or label column by its name"
+        else:
+            rest.append(h)
+    sniffed = set(_sniffed_empty(path))
+    for h in empty_columns(path, tuple(h for h in rest if h in sniffed)):
+        out[h] = "empty in every row"
+    return out
+
+
+def score_columns(spec: Mapping[str, Any]) -> list[str]:
+    """A BFW dataset's score columns: ``scores`` as written (a list, or a mapping's keys),
+    else every column of the CSV that is not one of :data:`BFW_COLUMNS` and that
+    :func:`skipped_columns` does not skip."""
+    listed = _score_listing(spec)
+    if listed is not None:
+        return listed
+    header = bfw_header(str(spec.get("table", "")))
+    skip = skipped_columns(spec)
+    return [h for h in header if h not in BFW_COLUMNS and h not in skip]
+
+
+def flipped_columns(spec: Mapping[str, Any]) -> list[str]:
+    """The score columns ``scores: {col: {higher: different}}`` marks as distances (lower
+    = more alike): negated when the protocol is written, so that every stage reads higher
+    = more alike."""
+    listed = spec.get("scores")
+    if not isinstance(listed, Mapping):
+        return []
+    return [str(k) for k, v in listed.items()
+            if isinstance(v, Mapping) and v.get("higher") == "different"]
 
 
 def score_models(config: Mapping[str, Any], ds: str | None = None) -> list[str]:

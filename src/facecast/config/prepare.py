@@ -13,7 +13,7 @@ for library users and tests):
    (``facecast.<stage>.checks.fill_defaults(config, absent)``) fills the keys the user left
    out, and says in one line what it derived or why it is skipped and which key turns it
    on. These lines are the run's *plan*: printed at parse time and written to
-   ``results/plan.md`` (in the report).
+   ``results/<ds>/plan.md`` for each dataset of the config (in the report).
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from facecast.evaluate.failures import failed_mask
+
 log = logging.getLogger(__name__)
 
 #: pair-feature kinds: name -> f(value_a, value_b)
@@ -66,6 +68,10 @@ class PairSet:
     label: np.ndarray            # (n,) 1 = match, 0 = non-match
     names: list[str]
     counts: dict[str, int] = field(default_factory=dict)
+    #: pairs without a feature (no face, decode error, no embedding) with complete
+    #: covariates: ``image_a``, ``image_b``, ``label`` and the per-image covariates; no
+    #: fit sees them, the empirical rates count them under ``evaluate.failed: nonmatch``
+    failed: pd.DataFrame | None = None
 
 
 def _canonical_key(a: pd.Series, b: pd.Series) -> pd.Series:
@@ -78,7 +84,9 @@ def _canonical_key(a: pd.Series, b: pd.Series) -> pd.Series:
 def build_pairs(scores: pd.DataFrame, attributes: pd.DataFrame, covariates: Sequence[str],
                 pair_features: Sequence[str] = (), *, per_image: bool = True,
                 include_val: bool = True) -> PairSet:
-    """Unique, scored (status ok) pairs with complete covariates, and counts of the rest.
+    """Unique, scored (status ok) pairs with complete covariates, and counts of the rest;
+    the pairs without a feature (:func:`facecast.evaluate.failures.failed_mask`) with
+    complete covariates go to :attr:`PairSet.failed` (counted in ``failed``).
 
     ``scores`` is an evaluation Parquet (image_a, image_b, label, score, status[, fold]);
     ``attributes`` has ``image_id`` and the covariate columns. Every input row is accounted
@@ -95,9 +103,10 @@ def build_pairs(scores: pd.DataFrame, attributes: pd.DataFrame, covariates: Sequ
             raise ValueError(f"scores table lacks column {col!r}")
     df = scores.reset_index(drop=True)
     counts = {"input": int(len(df))}
+    failed = failed_mask(df)
     keep = np.ones(len(df), bool)
     if "status" in df.columns:
-        bad = (df["status"].astype(str) != "ok").to_numpy()
+        bad = (df["status"].astype(str) != "ok").to_numpy() & ~failed
         counts["not_ok"] = int(bad.sum())
         keep &= ~bad
     if not include_val and "fold" in df.columns:
@@ -115,7 +124,9 @@ def build_pairs(scores: pd.DataFrame, attributes: pd.DataFrame, covariates: Sequ
     dup[kept_idx[~first_kept]] = True
     counts["duplicate"] = int(dup.sum())
     keep &= ~dup
-    df = df[keep].reset_index(drop=True)
+    failed_rows = df[keep & failed].reset_index(drop=True)
+    counts["failed"] = int((keep & failed).sum())
+    df = df[keep & ~failed].reset_index(drop=True)
     attr = attributes.drop_duplicates("image_id").set_index(attributes["image_id"]
                                                             .drop_duplicates().astype(str))
     attr = attr[needed]
@@ -133,6 +144,15 @@ def build_pairs(scores: pd.DataFrame, attributes: pd.DataFrame, covariates: Sequ
     for c in needed:
         out[f"{c}_a"] = side_a.loc[finite, c].to_numpy(float)
         out[f"{c}_b"] = side_b.loc[finite, c].to_numpy(float)
+    fa = attr.reindex(failed_rows["image_a"].astype(str)).reset_index(drop=True)
+    fb = attr.reindex(failed_rows["image_b"].astype(str)).reset_index(drop=True)
+    whole = (np.isfinite(fa.to_numpy(float)).all(axis=1)
+             & np.isfinite(fb.to_numpy(float)).all(axis=1))
+    lost = failed_rows.loc[whole, ["image_a", "image_b", "label"]].reset_index(drop=True)
+    for c in needed:
+        lost[f"{c}_a"] = fa.loc[whole, c].to_numpy(float)
+        lost[f"{c}_b"] = fb.loc[whole, c].to_numpy(float)
     return PairSet(pairs=out, x=x[finite], y=y[finite],
                    label=out["label"].to_numpy().astype(int),
-                   names=feature_names(covariates, pair_features, per_image), counts=counts)
+                   names=feature_names(covariates, pair_features, per_image), counts=counts,
+                   failed=lost)

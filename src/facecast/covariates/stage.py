@@ -39,6 +39,7 @@ from facecast.covariates.pairs import (
     parse_pair_feature,
 )
 from facecast.covariates.select import select_and_fit
+from facecast.evaluate.failures import DEFAULT_RULE, check_rule, rule_text
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 
@@ -121,10 +122,16 @@ class _Design:
 
 def run_covariates(scores_path: str | os.PathLike, attributes_path: str | os.PathLike,
                    out_dir: str | os.PathLike, cfg: Mapping[str, Any], *, model: str,
-                   protocol: str, seed: int, provenance: Mapping[str, Any] | None = None
-                   ) -> dict[str, Any]:
-    """Fit both classes, derive the surfaces and write every output; returns fit.json's dict."""
+                   protocol: str, seed: int, failed: str = DEFAULT_RULE,
+                   provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Fit both classes, derive the surfaces and write every output; returns fit.json's dict.
+
+    The fits learn from the scored pairs (a model of scores given covariates: its TARs are
+    those of pairs with a feature). The binned estimate is an empirical rate and counts
+    the pairs without a feature by the failure rule ``failed`` (``evaluate.failed``):
+    under ``nonmatch`` below every threshold (a miss when genuine), under ``drop`` not."""
     cfg = {**COVARIATES_DEFAULTS, **cfg}
+    check_rule(failed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     d = _design(scores_path, attributes_path, cfg)
@@ -136,13 +143,14 @@ def run_covariates(scores_path: str | os.PathLike, attributes_path: str | os.Pat
     surface, along_values = _surface(d, match, nonmatch, fmrs, cfg)
     thresholds = _threshold_lookup(d, match, nonmatch, fmrs, cfg)
     population = _population(d, match, nonmatch, fmrs, cfg, rng)
-    binned = _binned(d, fmrs, cfg, seed)
+    binned = _binned(d, fmrs, cfg, seed, failed)
     prov = {**(provenance or {}), "stage": "covariates", "model": model, "protocol": protocol}
     _write_tables(out, prov, fits, surface, thresholds, binned, population)
     _log_fit_times(infos)
     fit = {"model": model, "protocol": protocol, "seed": int(seed),
            "settings": {k: cfg[k] for k in sorted(COVARIATES_DEFAULTS)},
-           "features": d.ps.names, "pair_counts": d.ps.counts,
+           "features": d.ps.names, "pair_counts": d.ps.counts, "failed": failed,
+           "failed_rule": rule_text(failed, d.ps.counts.get("failed", 0)),
            "class_pairs": {k: int(len(v)) for k, v in class_idx.items()},
            "classes": {cls: {**infos[cls], "basis": fits[cls].basis.to_dict()}
                        for cls in fits},
@@ -280,21 +288,39 @@ def _population(d: _Design, match: ClassFit, nonmatch: ClassFit, fmrs: list[floa
     return pd.DataFrame(prow)
 
 
-def _binned(d: _Design, fmrs: list[float], cfg: Mapping[str, Any], seed: int) -> pd.DataFrame:
+def _binned(d: _Design, fmrs: list[float], cfg: Mapping[str, Any], seed: int,
+            rule: str = DEFAULT_RULE) -> pd.DataFrame:
     """The binned estimate, for comparison: TAR with bootstrap intervals in ``bins``
     quantile bins of the pair mean of each covariate, per FMR target (a bin's note is
-    logged as a warning)."""
+    logged as a warning). Under ``nonmatch`` the pairs without a feature count, at a score
+    below every real one (a finite floor, so that quantiles stay defined); ``n_failed``
+    per bin."""
     ps = d.ps
+    lost = ps.failed if rule == "nonmatch" and ps.failed is not None else ps.pairs.iloc[:0]
+    floor = float(np.min(ps.y, initial=0.0)) - 1.0
+    y = np.r_[ps.y, np.full(len(lost), floor)]
+    label = np.r_[ps.label, lost["label"].to_numpy().astype(int)]
     brows = []
     for c in d.covs:
         pm = 0.5 * (ps.pairs[f"{c}_a"] + ps.pairs[f"{c}_b"]).to_numpy()
         edges = np.unique(np.quantile(pm, np.linspace(0, 1, int(cfg["bins"]) + 1)))
+        pm = np.r_[pm, 0.5 * (lost[f"{c}_a"] + lost[f"{c}_b"]).to_numpy(float)]
+        fails = np.r_[np.zeros(len(ps.y), bool), np.ones(len(lost), bool)]
         for f in fmrs:
-            for r in binned_tar(ps.y, ps.label, pm, edges, f, int(cfg["n_boot"]), seed):
+            for r in binned_tar(y, label, pm, edges, f, int(cfg["n_boot"]), seed):
                 if r["note"]:
                     log.warning("binned %s bin %d at FMR %g: %s", c, r["bin"], f, r["note"])
-                brows.append({"covariate": c, "fmr_target": f, **r})
+                inb = _in_bin(pm, edges, r["bin"])
+                brows.append({"covariate": c, "fmr_target": f, **r,
+                              "n_failed": int((inb & fails).sum()), "failed": rule})
     return pd.DataFrame(brows)
+
+
+def _in_bin(values: np.ndarray, edges: np.ndarray, i: int) -> np.ndarray:
+    """Bin ``i`` of :func:`facecast.covariates.derive.binned_tar` (the last one closed)."""
+    last = i == len(edges) - 2
+    return (values >= edges[i]) & ((values <= edges[i + 1]) if last else
+                                   (values < edges[i + 1]))
 
 
 def _write_tables(out: Path, prov: Mapping[str, Any], fits: Mapping[str, ClassFit],

@@ -21,6 +21,10 @@ is line 1). A row without a path gets status ``no_path``, a label other than 0 /
 line. Scores (:func:`parse_scores`): a cell that is empty or not a number is NaN with a
 note (the evaluation gives that pair status ``bad_score``); nothing is dropped.
 
+A score column whose genuine pairs score lower on average than its impostor pairs looks
+like a distance (:func:`distance_warning`): the protocol's job warns, naming the
+setting that negates it (``datasets.<ds>.scores: {col: {higher: different}}``).
+
 The table is read with pyarrow (all text, score columns converted once): the full 920k-row
 datatable in a few seconds.
 """
@@ -149,3 +153,26 @@ def parse_scores(table: pa.Table, column: str) -> tuple[np.ndarray, np.ndarray]:
     notes[np.isinf(values)] = f"{column}: score is not finite"
     values[np.isinf(values)] = np.nan
     return values, notes
+
+
+def distance_warning(column: str, scores: np.ndarray, labels: np.ndarray, *,
+                     flipped: bool = False) -> str:
+    """'' unless the genuine pairs' mean score (label 1, finite scores) is below the
+    impostor pairs' (label 0): then the warning, with both means and the setting that
+    negates the column (or, for a column already negated, that it may not be a
+    distance)."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels)
+    ok = np.isfinite(s)
+    gen, imp = s[ok & (y == 1)], s[ok & (y == 0)]
+    if not gen.size or not imp.size or gen.mean() >= imp.mean():
+        return ""
+    means = (f"genuine pairs' mean {gen.mean():.4g} < impostor pairs' mean "
+             f"{imp.mean():.4g}")
+    if flipped:
+        return (f"score column {column!r}, negated (scores: {{{column}: {{higher: "
+                f"different}}}}), still ranks impostors above genuine pairs ({means}); "
+                "it may not be a distance: remove higher: different")
+    return (f"score column {column!r} LOOKS LIKE A DISTANCE ({means}): facecast reads "
+            "higher = more alike, so every rate of this model is inverted. If lower means "
+            f"more alike, set datasets.<ds>.scores: {{{column}: {{higher: different}}}}")

@@ -35,7 +35,11 @@ from facecast.datasets.fairface import LABEL_COLUMNS as FAIRFACE_LABELS
 from facecast.datasets.fairface import layout_errors as fairface_layout_errors
 from facecast.datasets.label_noise import DEMO_LABEL_NOISE, noise_attributes
 from facecast.datasets.manifest import DatasetError
-from facecast.datasets.set_checks import fair_set_errors  # also registers rfw / bfw labels
+from facecast.datasets.set_checks import (  # also registers rfw / bfw labels
+    bfw_plan,
+    fair_set_errors,
+    rfw_plan,
+)
 from facecast.datasets.utkface import LABEL_COLUMNS as UTKFACE_LABELS
 
 #: columns a table manifest keeps as they are (facecast.datasets.table.RESERVED)
@@ -194,7 +198,7 @@ def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
             lines.append(head + "no faces or embed job (no root: the images are not "
                          "given), so only mining.mode cast_random benchmarks get pairs; set "
                          f"datasets.{ds}.root to embed the benchmark pools")
-    return lines
+    return lines + bfw_plan(config) + rfw_plan(config)
 
 
 # ------------------------------------------------------------------ label columns

@@ -20,12 +20,17 @@ stands alone and nothing verifies it), ``split`` = the label file's (``train`` /
 ``label_race``, ``label_gender`` (as spelled), ``label_male`` (1.0 / 0.0),
 ``label_age_bin`` (the bin as spelled) and ``label_service_test`` (1.0 / 0.0). A row whose
 value is not one of FairFace's gets status ``bad_label`` and a message naming file, line,
-column and value (its image is not processed; every other row is kept); a missing label
-file or a header without FairFace's columns raises :class:`DatasetError`.
+column and value; a row with an extra field, or too few, gets ``bad_row`` naming file and
+line (:func:`facecast.datasets.csv_rows.read_csv_rows`: one malformed row costs that row,
+and a trailing comma on every line shifts nothing). Their images are not processed; every
+other row is kept. Each row carries ``source_file`` / ``source_line``, so a status the
+manifest gives later (a missing image, a path twice) names the line too. A missing label file or a header without FairFace's columns raises
+:class:`DatasetError`.
 """
 
 from __future__ import annotations
 
+import csv
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -34,6 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from facecast.datasets.csv_rows import read_csv_rows
 from facecast.datasets.manifest import DatasetError
 
 FAIRFACE_RACES = ("White", "Black", "Latino_Hispanic", "East Asian", "Southeast Asian",
@@ -112,31 +118,38 @@ def _read_split(split: str, path: Path) -> pd.DataFrame:
     if problem:
         raise DatasetError(problem)
     try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    except Exception as exc:  # pandas raises many types for malformed files
+        read = read_csv_rows(path)
+    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as exc:
         raise DatasetError(f"cannot read FairFace label file {path}: {exc}") from exc
-    df.columns = [c.strip() for c in df.columns]
-    df = df.apply(lambda col: col.str.strip())
-    where = np.array([f"{path.name}:{i + 2}" for i in range(len(df))], dtype=object)
+    df = read.frame
+    where = np.array([f"{path.name}:{n}" for n in read.line], dtype=object)
     checks = [_bad(df["age"], FAIRFACE_AGE_BINS, "age", where),
               _bad(df["gender"], FAIRFACE_GENDERS, "gender", where),
               _bad(df["race"], FAIRFACE_RACES, "race", where),
               _bad(df["service_test"], _BOOLS, "service_test", where)]
     message = np.array(["; ".join(m for m in parts if m) for parts in zip(*checks, strict=True)],
                        dtype=object)
-    ok = message == ""
-    male = df["gender"].map({"Male": 1.0, "Female": 0.0}).to_numpy(np.float64)
+    status = np.where(message == "", "ok", "bad_label").astype(object)
+    bad_row = read.bad != ""
+    status[bad_row], message[bad_row] = "bad_row", read.bad[bad_row]
+
+    def valid(column: str, allowed: Iterable[str]) -> np.ndarray:
+        return df[column].where(df[column].isin(list(allowed)) & ~bad_row).to_numpy(object)
+
     return pd.DataFrame({
         "path": df["file"].to_numpy(dtype=object),
         "identity": df["file"].to_numpy(dtype=object),
         "split": split,
-        "status": np.where(ok, "ok", "bad_label").astype(object),
+        "status": status,
         "message": message,
-        "label_age_bin": df["age"].where(df["age"].isin(FAIRFACE_AGE_BINS)).to_numpy(object),
-        "label_gender": df["gender"].where(df["gender"].isin(FAIRFACE_GENDERS)).to_numpy(object),
-        "label_male": male,
-        "label_race": df["race"].where(df["race"].isin(FAIRFACE_RACES)).to_numpy(object),
-        "label_service_test": df["service_test"].map(_BOOLS).to_numpy(np.float64),
+        "label_age_bin": valid("age", FAIRFACE_AGE_BINS),
+        "label_gender": valid("gender", FAIRFACE_GENDERS),
+        "label_male": df["gender"].map({"Male": 1.0, "Female": 0.0}).where(~bad_row)
+        .to_numpy(np.float64),
+        "label_race": valid("race", FAIRFACE_RACES),
+        "label_service_test": df["service_test"].map(_BOOLS).where(~bad_row)
+        .to_numpy(np.float64),
+        "source_file": path.name, "source_line": read.line,
     })
 
 

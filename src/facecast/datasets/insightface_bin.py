@@ -43,6 +43,7 @@ from facecast.config.bin_sets import (
     CC11_NAMES,
     LAYOUT_BLOCKS,
     SidecarError,
+    cc11_refusal,
     sidecar_blocks,
 )
 from facecast.datasets.manifest import DatasetError
@@ -165,7 +166,9 @@ def check_layout(path: str | os.PathLike, n_pairs: int, layout: str = "pairs") -
     that many equal consecutive blocks of :data:`~facecast.config.bin_sets.BIN_FOLDS`
     equal folds (CC11: 11 blocks of 10 folds, so a multiple of 110 pairs). A ``pairs``
     layout is one block of any size (insightface's KFold makes the first ``n % 10`` folds
-    one pair longer)."""
+    one pair longer). A ``cc11`` layout is refused where the file's facecast sidecar says
+    ``cc11_compatible: false`` (:func:`facecast.config.bin_sets.cc11_refusal`), whatever its
+    pair count."""
     if layout not in LAYOUT_BLOCKS:
         raise DatasetError(f"{path}: unknown .bin layout {layout!r} "
                            f"({' | '.join(LAYOUT_BLOCKS)})")
@@ -174,6 +177,9 @@ def check_layout(path: str | os.PathLike, n_pairs: int, layout: str = "pairs") -
     blocks = LAYOUT_BLOCKS[layout]
     if blocks == 1:
         return n_pairs
+    refusal = cc11_refusal(path)
+    if refusal:
+        raise DatasetError(f"{path}: layout cc11 refused: {refusal}")
     unit = blocks * BIN_FOLDS
     if n_pairs == 0 or n_pairs % unit:
         raise DatasetError(

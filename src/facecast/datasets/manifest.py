@@ -171,8 +171,12 @@ def _file_problem(full: Path) -> tuple[str, str] | None:
 def _row_labels(raw: pd.DataFrame) -> Callable[[int], str]:
     """Where raw row ``i`` came from: ``<file>:<line>`` when the adapter says, else ``""``.
 
-    Adapters set ``raw.attrs["source"]`` (a file name) and a ``source_line`` column.
+    Adapters set ``raw.attrs["source"]`` (a file name) and a ``source_line`` column, or,
+    rows of several files, a ``source_file`` column with it.
     """
+    if "source_file" in raw and "source_line" in raw:
+        files, at = raw["source_file"].to_numpy(), raw["source_line"].to_numpy()
+        return lambda i: f"{files[i]}:{int(at[i])}"
     src = raw.attrs.get("source")
     if src and "source_line" in raw:
         lines = raw["source_line"].to_numpy()

@@ -3,8 +3,9 @@
 
 Each message starts with the key at fault: a missing root, set folder, pairs file, ``.bin``
 or datatable; an unknown RFW set; a datatable without one of BFW's columns; a ``scores``
-entry the table lacks or that cannot be a model name. Reads a header line and a few rows,
-never an image.
+entry the table lacks or that cannot be a model name; BFW's pickled datatable (``.pkl``),
+which is never unpickled: the message gives the one-line conversion to CSV. Reads a
+header line and a few rows, never an image (and never a pickle).
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from facecast.config.fair_sets import (
     BFW_COLUMNS,
     RFW_SETS,
     bfw_header,
+    flipped_columns,
     has_embed_models,
     rfw_sets,
     score_columns,
+    skipped_columns,
 )
 from facecast.config.util import embed_model_names, listing, need_file
 
@@ -29,6 +32,17 @@ from facecast.config.util import embed_model_names, listing, need_file
 RFW_LABELS = {"label_rfw_set"}
 BFW_LABELS = {"label_bfw_subgroup", "label_bfw_gender", "label_bfw_ethnicity"}
 MODEL_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+#: suffixes of pickled tables (BFW ships bfw-<version>-datatable.pkl beside the CSV)
+PICKLE_SUFFIXES = (".pkl", ".pickle")
+
+
+def pickle_error(key: str, path: str) -> str:
+    """The config error of a pickled datatable: its name and the one-line conversion."""
+    csv = str(Path(path).with_suffix(".csv"))
+    return (f"{key}: {path} is a pickle; facecast never unpickles a file (loading a pickle "
+            "runs whatever code it holds). Convert it once, where you trust the file, and "
+            "point table at the CSV: python -c \"import pandas as pd; "
+            f"pd.read_pickle('{path}').to_csv('{csv}', index=False)\"")
 
 
 def _root_errors(key: str, spec: Mapping[str, Any], what: str) -> list[str]:
@@ -85,8 +99,9 @@ def _score_errors(key: str, spec: Mapping[str, Any], header: tuple[str, ...],
     errors = []
     listed = spec.get("scores")
     embed = set(embed_model_names(config))
+    mapping = isinstance(listed, Mapping)
     for i, name in enumerate(listed or []):
-        at = f"{key}.scores[{i}]"
+        at = f"{key}.scores.{name}" if mapping else f"{key}.scores[{i}]"
         if name not in header:
             errors.append(f"{at}: {name!r} is not a column of {spec['table']} (its columns: "
                           f"{listing(header)})")
@@ -116,6 +131,8 @@ def bfw_errors(ds: str, spec: Mapping[str, Any], config: Mapping[str, Any]) -> l
     if not spec.get("table"):
         return errors + [f"{key}.table: dataset kind bfw needs its datatable CSV "
                          "(bfw-<version>-datatable.csv)"]
+    if Path(str(spec["table"])).suffix.lower() in PICKLE_SUFFIXES:
+        return errors + [pickle_error(f"{key}.table", str(spec["table"]))]
     need_file(errors, f"{key}.table", spec["table"], "BFW datatable")
     if errors and not Path(str(spec["table"])).is_file():
         return errors
@@ -144,6 +161,57 @@ def fair_set_errors(config: Mapping[str, Any]) -> list[str]:
                        f"{spec.get('kind')})" for k in ("sets", "bins", "table", "scores")
                        if spec.get(k) is not None]
     return errors
+
+
+def bfw_plan(config: Mapping[str, Any]) -> list[str]:
+    """Plan lines of each ``kind: bfw`` dataset: its score models (negated ones named)
+    and, when ``scores`` is left out, the columns that are not models and why."""
+    lines = []
+    for ds, spec in (config.get("datasets") or {}).items():
+        if not isinstance(spec, Mapping) or spec.get("kind") != "bfw" or not spec.get("table"):
+            continue
+        if not Path(str(spec["table"])).is_file():
+            continue
+        models = score_columns(spec)
+        flip = flipped_columns(spec)
+        line = (f"datasets.{ds}.scores: {'listed' if spec.get('scores') is not None else 'derived'}"
+                f" - score models {', '.join(models) or '(none)'}")
+        if flip:
+            line += f"; negated (higher: different): {', '.join(flip)}"
+        skipped = skipped_columns(spec)
+        if skipped:
+            line += "; not models: " + ", ".join(f"{c!r} ({why})" for c, why in skipped.items())
+        lines.append(line)
+    return lines
+
+
+def rfw_plan(config: Mapping[str, Any]) -> list[str]:
+    """Plan lines of each ``kind: rfw`` dataset read from the test release: its pairs
+    files' structure (:func:`facecast.datasets.rfw.fold_structure`), one line when every
+    set is in RFW's layout, else one per set that is not (a ``.bin``'s structure is
+    stated when its protocol is written)."""
+    from facecast.datasets.manifest import DatasetError
+    from facecast.datasets.rfw import fold_structure, read_rfw_pairs, rfw_files
+
+    lines = []
+    for ds, spec in (config.get("datasets") or {}).items():
+        if (not isinstance(spec, Mapping) or spec.get("kind") != "rfw" or spec.get("bins")
+                or not spec.get("root")):
+            continue
+        found = {}
+        for s in rfw_sets(spec):
+            pairs = rfw_files(str(spec["root"]), s)["pairs"]
+            try:
+                found[s] = fold_structure(read_rfw_pairs(pairs, s)["label"].to_numpy())
+            except DatasetError as exc:  # no file, or no pairs in it: the checks say so
+                if pairs.is_file():
+                    lines.append(f"datasets.{ds}: RFW {s}: {exc}")
+        odd = {s: text for s, (regular, text) in found.items() if not regular}
+        if found and not odd:
+            lines.append(f"datasets.{ds}: RFW pairs files of {', '.join(found)} in RFW's "
+                         f"layout ({next(iter(found.values()))[1].split(': ', 1)[1]})")
+        lines += [f"datasets.{ds}: RFW {s} pairs file {text}" for s, text in odd.items()]
+    return lines
 
 
 @register_labels("rfw")

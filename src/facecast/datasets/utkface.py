@@ -5,7 +5,7 @@ in-the-wild ``part1/`` ... folders; images are found in sub-folders too). Each n
 ``[age]_[gender]_[race]_[date&time].jpg`` (the aligned release adds ``.chip.jpg``):
 age an integer 0-116, gender 0 (male) or 1 (female), race 0-4 = White, Black, Asian,
 Indian, Others ("like Hispanic, Latino, Middle Eastern"), date&time digits
-(``yyyymmddHHMMSSFFF``; checked to be digits, not kept).
+(``yyyymmddHHMMSSFFF``; checked to be digits; with the labels it names the photo).
 
 Rows: ``path`` relative to the root, ``identity`` = the path (UTKFace has no identities:
 each image stands alone and nothing verifies it), ``label_age`` (years), ``label_age_bin``
@@ -14,7 +14,10 @@ benchmarks share age groups), ``label_male`` (1.0 / 0.0), ``label_gender`` (``Ma
 ``Female``, FairFace's spelling) and ``label_race`` (the name). A name without the four
 fields gets status ``bad_name`` (the release has a few, e.g. ``61_1_20170109142408075
 .jpg.chip.jpg`` without a race); a field outside its range gets ``bad_label``; the message
-says which. Every image is kept.
+says which. UTKFace is often downloaded as several overlapping folders (``UTKFace/``,
+``crop_part1/``, ``part1/`` ... ``part3/``): the same photo (the same labels and date&time
+stamp, :func:`photo_key`) counts once - the first copy in path order is kept, every other
+gets status ``duplicate`` with the kept path in its message. Every image is kept as a row.
 """
 
 from __future__ import annotations
@@ -68,6 +71,15 @@ def parse_name(name: str) -> tuple[str, str, tuple[int, int, int] | None]:
     return "ok", "", (age, gender, race)
 
 
+def photo_key(name: str) -> str:
+    """The photo a well-formed file name shows: its labels and date&time stamp
+    (``25_0_2_20170116174525125``), the same in every folder of the release."""
+    m = NAME.match(name)
+    if m is None:
+        raise ValueError(f"file name {name!r} is not {_FORM}")
+    return "_".join(str(int(m[k])) for k in ("age", "gender", "race")) + f"_{m['date']}"
+
+
 def read_utkface(root: str | os.PathLike, extensions: Iterable[str] | None = None
                  ) -> pd.DataFrame:
     """Raw manifest rows of a UTKFace folder (sorted by path; see the module docstring).
@@ -83,13 +95,22 @@ def read_utkface(root: str | os.PathLike, extensions: Iterable[str] | None = Non
     status[loose], message[loose] = "ok", ""
     n = len(rows)
     age, male, race = np.full(n, np.nan), np.full(n, np.nan), np.full(n, None, dtype=object)
+    kept: dict[str, str] = {}
     for i, path in enumerate(rows["path"].tolist()):
         if status[i] != "ok":
             continue
-        st, msg, parsed = parse_name(PurePosixPath(path).name)
+        name = PurePosixPath(path).name
+        st, msg, parsed = parse_name(name)
         if parsed is None:
             status[i], message[i] = st, msg
             continue
+        key = photo_key(name)
+        if key in kept:
+            status[i] = "duplicate"
+            message[i] = (f"{path}: the same photo as {kept[key]} (labels and date&time "
+                          f"{key}); that copy is kept")
+            continue
+        kept[key] = path
         age[i], male[i], race[i] = parsed[0], 1.0 - parsed[1], UTK_RACES[parsed[2]]
     gender = np.where(male == 1.0, "Male", np.where(male == 0.0, "Female", None)).astype(object)
     return pd.DataFrame({

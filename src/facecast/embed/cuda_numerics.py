@@ -7,8 +7,14 @@ measured on an H200 (issue 40, r100, L2-normalised, against one batch of 96) 1.3
 batch 1, 1.1e-5 at 7, 1.6e-5 at 32, 1.2e-5 in reversed order. With both TF32 switches off
 (``torch.backends.cudnn.allow_tf32`` and ``torch.backends.cuda.matmul.allow_tf32``) the
 same figures were 4.1e-7 / 4.5e-7 and 0 reversed: within :data:`INVARIANT_TOLERANCE`
-(1e-6), but not bit-equal - cuDNN still picks kernels by shape. :func:`tf32_mode` sets
-both switches for the job (off unless ``embed.tf32: true``) and restores them after.
+(1e-6), but not bit-equal - cuDNN still picks kernels by shape. The job runs inside the
+one CUDA numerics context of every stage, :func:`facecast.faces.cuda_fp32.cuda_fp32`
+(both TF32 switches off unless ``embed.tf32: true``, restored after), with cuDNN's
+autotuner as :func:`cudnn_benchmark` says: off wherever batch invariance is claimed (fp32,
+TF32 off, not compiled: the autotuner times kernels per shape and per run, so the kernel,
+and its rounding, is not a function of the settings alone), on where the claim is false
+anyway (fp16/bf16, TF32, compiled). ``benchmarks/batch_invariance.py`` measures under
+exactly these settings.
 
 Mixed precision is not batch-invariant on CUDA: fp16 embeddings of the same crop differed
 by 4.7e-4 at batch 7 and 3.5e-4 at batch 1 (issue 40; :data:`FP16_SPREAD`); bf16 was not
@@ -33,8 +39,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import torch
-
 #: fp32 on CUDA with TF32 off: a crop's normalised embedding at any batch size equals its
 #: batch-1 value to this max |difference| (4.5e-7 measured, issue 40); not bit-equal
 INVARIANT_TOLERANCE = 1e-6
@@ -47,22 +51,11 @@ CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 DEFAULT_COMPILE_CACHE = "results/.cache/torch_compile"
 
 
-@contextlib.contextmanager
-def tf32_mode(device: torch.device, allow: bool) -> Iterator[None]:
-    """Both TF32 switches set to ``allow`` on CUDA for the block, restored after.
-
-    A no-op off CUDA (the switches only act on CUDA kernels), so CPU jobs are untouched.
-    """
-    if device.type != "cuda":
-        yield
-        return
-    old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = bool(allow)
-    torch.backends.cudnn.allow_tf32 = bool(allow)
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+def cudnn_benchmark(amp: str, tf32: bool, compiled: bool = False) -> bool:
+    """Whether a CUDA embed job runs cuDNN's autotuner: only where its provenance does not
+    claim batch invariance (:func:`cuda_batch_invariance`), so a claim of invariance is
+    always made, and measured, with the autotuner off."""
+    return not cuda_batch_invariance(amp, tf32, compiled)["batch_invariant"]
 
 
 def compile_cache_dir(configured: str | os.PathLike | None) -> Path | None:
@@ -117,7 +110,8 @@ def cuda_batch_invariance(amp: str, tf32: bool, compiled: bool = False) -> dict[
                "(not measured)")
     else:
         return {"batch_invariant": True, "forward_batch": None,
-                "batch_invariance": f"fp32 on CUDA with TF32 off: a crop's embedding equals "
-                                    f"its batch-1 value to <= {INVARIANT_TOLERANCE:g} (not "
-                                    "bit-equal; benchmarks/batch_invariance.py)"}
+                "batch_invariance": f"fp32 on CUDA with TF32 and cuDNN's autotuner off: a "
+                                    f"crop's embedding equals its batch-1 value to <= "
+                                    f"{INVARIANT_TOLERANCE:g} (not bit-equal; "
+                                    "benchmarks/batch_invariance.py)"}
     return {"batch_invariant": False, "forward_batch": None, "batch_invariance": why}

@@ -1,7 +1,8 @@
 """Feeding crops from a faces shard to a model: crop decoding in threads ahead of the model.
 
-:class:`CropBatches` is a map-style dataset whose items are whole batches: a decode thread
-turns batch ``k`` into uint8 ``(B, S, S, 3)`` while the model runs on an earlier one. Crops
+:class:`CropBatches` is a map-style dataset whose items are batches of decoded crops; the
+loader (:func:`crop_loader`) splits every model batch across the decode threads and joins
+the parts into uint8 ``(B, S, S, 3)`` while the model runs on an earlier batch. Crops
 are decoded by the package's one crop decoder, :func:`facecast.faces.crops.decode_crop`
 (OpenCV: it releases the GIL, so the threads decode in parallel, and no worker process is
 ever forked from the job: :mod:`facecast.parallel`). Feeding CUDA, the batch lands in
@@ -97,7 +98,11 @@ class CropBatches:
         return (len(self.rows) + self.batch_size - 1) // self.batch_size
 
     def __getitem__(self, b: int) -> Batch:
-        rows = self.rows[b * self.batch_size:(b + 1) * self.batch_size]
+        return self.decode(b * self.batch_size, (b + 1) * self.batch_size)
+
+    def decode(self, start: int, stop: int) -> Batch:
+        """The item of ``rows[start:stop]`` (a batch or a part of one)."""
+        rows = self.rows[start:stop]
         out = np.zeros((len(rows), self.size, self.size, 3), np.uint8)
         ok = np.ones(len(rows), bool)
         errors = [""] * len(rows)
@@ -145,20 +150,64 @@ def resolve_workers(num_workers: int, device: torch.device, threads: int) -> int
     return min(8, max(1, threads - 1)) if device.type == "cuda" else 0
 
 
+#: the smallest share of a batch one decode thread takes (fewer crops cost more in overhead)
+MIN_PART = 16
+#: batches decoded ahead of the model (each split across every decode thread)
+BATCHES_AHEAD = 4
+
+
+def batch_parts(batch_size: int, workers: int) -> int:
+    """Crops per decode task: a batch split evenly across ``workers`` threads (at least
+    :data:`MIN_PART` crops each; the whole batch without threads)."""
+    batch_size = max(1, int(batch_size))
+    if workers <= 1:
+        return batch_size
+    return max(min(MIN_PART, batch_size), -(-batch_size // int(workers)))
+
+
+def _joined(parts: list[Batch], pin: bool) -> Batch:
+    """One batch from its decoded parts (in order); pinned when ``pin``."""
+    if len(parts) == 1:
+        crops = parts[0][0]
+        crops = crops.pin_memory() if pin and not crops.is_cuda else crops
+        return crops, parts[0][1], parts[0][2], parts[0][3]
+    crops = torch.empty((sum(len(p[0]) for p in parts), *parts[0][0].shape[1:]),
+                        dtype=torch.uint8, pin_memory=pin)
+    torch.cat([p[0] for p in parts], out=crops)
+    return (crops, torch.cat([p[1] for p in parts]), torch.cat([p[2] for p in parts]),
+            [e for p in parts for e in p[3]])
+
+
 def crop_loader(crops: Sequence[bytes | None], rows: np.ndarray, *, batch_size: int,
                 size: int, device: torch.device, num_workers: int = 0,
                 gpu_jpeg: bool = False) -> Iterator[Batch]:
-    """The :class:`CropBatches` of ``crops[rows]`` in order, decoded ahead by
-    ``num_workers`` threads (0: in the calling thread, when asked for); pinned memory
-    when feeding CUDA; JPEG crops by nvJPEG on ``device`` when :func:`use_nvjpeg`."""
-    ds = CropBatches(crops, rows, batch_size, size,
-                     nvjpeg_device=device if use_nvjpeg(gpu_jpeg, device) else None)
+    """The batches of ``crops[rows]`` in order, decoded ahead by ``num_workers`` threads
+    (0: in the calling thread, when asked for); pinned memory when feeding CUDA; JPEG crops
+    by nvJPEG on ``device`` when :func:`use_nvjpeg`.
+
+    Every batch is split across the decode threads (:func:`batch_parts`): with one thread
+    per batch the first 1,024-crop batch came after ~1.1 s, longer than an H200 needs for
+    8,192 faces (issue 48). :data:`BATCHES_AHEAD` batches are decoded ahead, so the model
+    does not wait while the threads keep up. The batches are those of one thread (same
+    crops, rows, flags, messages)."""
+    nv = device if use_nvjpeg(gpu_jpeg, device) else None
+    workers = int(num_workers)
+    ds = CropBatches(crops, rows, batch_size, size, nvjpeg_device=nv)
+    part = ds.batch_size if nv is not None else batch_parts(ds.batch_size, workers)
+    tasks = [(b, lo, min(lo + part, len(ds.rows), (b + 1) * ds.batch_size))
+             for b in range(len(ds))
+             for lo in range(b * ds.batch_size, min((b + 1) * ds.batch_size, len(ds.rows)),
+                             part)]
+    per_batch = -(-ds.batch_size // part)
     pin = device.type == "cuda"
-
-    def load(b: int) -> Batch:
-        batch = ds[b]
-        if pin and not batch[0].is_cuda:
-            return (batch[0].pin_memory(), *batch[1:])
-        return batch
-
-    return ordered_prefetch(load, range(len(ds)), int(num_workers))
+    decoded = ordered_prefetch(lambda t: (t[0], ds.decode(t[1], t[2])), tasks, workers,
+                               depth=max(1, BATCHES_AHEAD * per_batch // max(1, workers)))
+    parts: list[Batch] = []
+    current = 0
+    for b, item in decoded:
+        if b != current:
+            yield _joined(parts, pin)
+            parts, current = [], b
+        parts.append(item)
+    if parts:
+        yield _joined(parts, pin)

@@ -34,8 +34,8 @@ false with ``embed.cpu_micro_batch: 0``.
 On CUDA the batch is one forward and cuDNN picks kernels by its shape; what decides is the
 precision (:mod:`facecast.embed.cuda_numerics`, measured on an H200, issue 40). fp32
 (``embed.amp: none``) with TF32 off (``embed.tf32: false``, the default: both switches are
-turned off for the job and restored after): a crop's normalised embedding equals its
-batch-1 value to <= 1e-6 (4.5e-7 measured at batch 1/7 vs 96, 0 in reversed order) -
+turned off for the job and restored after, and cuDNN's autotuner off): a crop's normalised
+embedding equals its batch-1 value to <= 1e-6 (4.5e-7 measured at batch 1/7 vs 96, 0 in reversed order) -
 ``batch_invariant`` true with that tolerance: close, not bit-equal. ``embed.tf32: true``
 (faster fp32 convolutions) moves it by up to 1.3e-4 (batch 1 vs 96): false. fp16 moves it
 by 4.7e-4 / 3.5e-4 (batch 7 / 1), bf16 by an unmeasured amount: false. A
@@ -67,7 +67,7 @@ from facecast.embed.cuda_numerics import (
     compile_cache,
     compile_cache_dir,
     cuda_batch_invariance,
-    tf32_mode,
+    cudnn_benchmark,
 )
 from facecast.embed.data import crop_loader, decoder_names, resolve_workers
 from facecast.embed.lbp import (
@@ -79,6 +79,7 @@ from facecast.embed.lbp import (
 )
 from facecast.embed.malloc import tune_malloc
 from facecast.embed.registry import build_embedder
+from facecast.faces.cuda_fp32 import cuda_fp32
 from facecast.io.parquet_io import write_parquet
 from facecast.io.paths import portable_path
 
@@ -278,7 +279,9 @@ def embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, mode
 
     The model (and its weights) is loaded before the shard is read, so a missing weight
     file fails at once with a message naming the file. Returns the written table. On CUDA
-    both TF32 switches are ``embed.tf32`` (off by default) for the job and restored after;
+    both TF32 switches are ``embed.tf32`` (off by default) for the job and restored after,
+    and cuDNN's autotuner runs only where no batch invariance is claimed
+    (:func:`facecast.faces.cuda_fp32.cuda_fp32`, ``cudnn_benchmark`` in the provenance);
     a model with ``compile: true`` compiles with TorchInductor's cache in
     ``embed.compile_cache`` (:mod:`facecast.embed.cuda_numerics`; the folder is in the
     provenance, ``compile_cache``).
@@ -287,8 +290,7 @@ def embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, mode
     cache = compile_cache_dir(cfg["compile_cache"]) if (model_cfg or {}).get("compile") else None
     cuda = cfg["device"] != "cpu" and torch.cuda.is_available()
     prov = {**(provenance or {}), **({"compile_cache": portable_path(cache)} if cache else {})}
-    with compile_cache(cache), tf32_mode(torch.device("cuda" if cuda else "cpu"),
-                                         bool(cfg["tf32"])):
+    with compile_cache(cache), cuda_fp32("cuda" if cuda else "cpu", tf32=bool(cfg["tf32"])):
         return _embed_shard(faces_path, out_path, model_name, model_cfg, cfg,
                             fit_path=fit_path, provenance=prov, threads=threads)
 
@@ -300,8 +302,10 @@ def _embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, mod
     """:func:`embed_shard` inside its CUDA settings."""
     cfg = {**EMBED_DEFAULTS, **(embed_cfg or {})}
     embedder = load_embedder(model_name, model_cfg, cfg, fit_path=fit_path, threads=threads)
-    if embedder.device.type == "cuda":
-        torch.backends.cudnn.benchmark = True  # fixed crop sizes: let cuDNN pick kernels
+    if embedder.device.type == "cuda":  # the autotuner only where no invariance is claimed
+        torch.backends.cudnn.benchmark = cudnn_benchmark(  # restored by cuda_fp32
+            active_amp(embedder.device, embedder.amp), bool(cfg["tf32"]),
+            bool(getattr(embedder, "compiled", False)))
     malloc_tuned = bool(cfg["tune_malloc"]) and embedder.device.type == "cpu" and tune_malloc()
     log.info("model %s: backend %s, %d-D, device %s, amp %s, weights %s", model_name,
              embedder.backend, embedder.dim, embedder.device, embedder.amp,
@@ -367,6 +371,8 @@ def _embed_shard(faces_path: str | os.PathLike, out_path: str | os.PathLike, mod
     if embedder.device.type == "cpu" and not embedder.per_crop:
         prov["cpu_micro_batch"] = int(cfg["cpu_micro_batch"])
     prov.update(batch_invariance(embedder, int(cfg["cpu_micro_batch"]), bool(cfg["tf32"])))
+    if embedder.device.type == "cuda":
+        prov["cudnn_benchmark"] = bool(torch.backends.cudnn.benchmark)
     if embedder.device.type == "cpu":
         prov["malloc_tuned"] = malloc_tuned
     write_parquet(out, out_path, provenance=prov)

@@ -64,7 +64,7 @@ def tar_at_fars(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray,
     w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
     order = np.argsort(-s, kind="stable")
     ss, ys, ws = s[order], y[order], w[:, order]
-    ends = np.r_[np.flatnonzero(np.diff(ss) != 0), len(ss) - 1]
+    ends = np.r_[np.flatnonzero(ss[1:] != ss[:-1]), len(ss) - 1]  # -inf ties: equality
     cg = np.cumsum(ws * ys, axis=1)[:, ends]
     ci = np.cumsum(ws * ~ys, axis=1)[:, ends]
     tg, ti = cg[:, -1:], ci[:, -1:]

@@ -16,7 +16,8 @@
 
 Every (model, protocol) asked for reaches the tables: a missing or NaN figure (no scorable
 pair) is printed ``n/a`` with the reason, and an average over it ``n/a (k of 11 blocks)``;
-pairs skipped for a status (an undecodable image) are counted per protocol.
+pairs without a feature (an undecodable image) are counted per protocol (``n_failed``) and
+count by the failure rule ``evaluate.failed``, which the pairs table names.
 """
 
 from __future__ import annotations
@@ -29,14 +30,15 @@ import numpy as np
 import pandas as pd
 
 from facecast.config.bin_sets import CC11_LABELS, CC11_NAMES
+from facecast.evaluate.failures import FAILED_RULES, rule_text
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.report.html_tables import html_page, markdown_html
 from facecast.report.markdown import table_head
 
 #: the metric columns the tables carry over from each metrics.parquet
-METRIC_COLUMNS = ("accuracy", "accuracy_std", "n_pairs", "n_skipped", "skipped_statuses",
-                  "folds")
+METRIC_COLUMNS = ("accuracy", "accuracy_std", "n_pairs", "n_failed", "failed_statuses",
+                  "failed", "n_skipped", "skipped_statuses", "folds")
 
 
 def read_items(items: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -93,25 +95,28 @@ def _cell(row: Mapping[str, Any] | None, sep: str = "+-") -> str:
 
 
 def _pairs_lines(long: pd.DataFrame, label: str) -> list[str]:
+    rules = sorted({str(r) for r in long["failed"].dropna()} & set(FAILED_RULES))
     lines = ["", "## Pairs and folds", "",
-             "Pairs used (status ok), pairs skipped with their statuses (e.g. an image that "
-             "did not decode), and how the folds were formed.", "",
-             f"| {label} | model | n_pairs | n_skipped | skipped statuses | folds |",
-             "|---|---|---|---|---|---|"]
+             "Pairs counted, pairs without a feature (n_failed, with their statuses: e.g. an "
+             "image that did not decode), pairs left out (n_skipped, with their statuses), "
+             "and how the folds were formed. " + " ".join(rule_text(r) for r in rules), "",
+             f"| {label} | model | n_pairs | n_failed | failed statuses | n_skipped | "
+             "skipped statuses | folds |", "|---|---|---|---|---|---|---|---|"]
 
     def num(v: Any) -> str:
         return "–" if v is None or pd.isna(v) else str(int(v))
 
+    def text(v: Any) -> str:
+        return "–" if v is None or pd.isna(v) or not str(v) else str(v).replace("|", "/")
+
     for r in long.itertuples():
         what = r.block or r.set
         if r.status == "missing":
-            lines.append(f"| {what} | {r.model} | – | – | (no metrics) | – |")
+            lines.append(f"| {what} | {r.model} | – | – | – | – | (no metrics) | – |")
             continue
-        sk = str(r.skipped_statuses or "–").replace("|", "/") if not pd.isna(
-            r.skipped_statuses) else "–"
-        folds = "–" if pd.isna(r.folds) else str(r.folds).replace("|", "/")
-        lines.append(f"| {what} | {r.model} | {num(r.n_pairs)} | {num(r.n_skipped)} | "
-                     f"{sk or '–'} | {folds} |")
+        lines.append(f"| {what} | {r.model} | {num(r.n_pairs)} | {num(r.n_failed)} | "
+                     f"{text(r.failed_statuses)} | {num(r.n_skipped)} | "
+                     f"{text(r.skipped_statuses)} | {text(r.folds)} |")
     return lines
 
 
@@ -210,21 +215,24 @@ def suite_rows(long: pd.DataFrame, sets: Sequence[str], models: Sequence[str]
             mine = long[(long["set"] == s) & (long["model"] == m)]
             if len(mine) and (mine["block"] != "").any():
                 fig = block_average(mine)
-                n_pairs = mine["n_pairs"].sum(min_count=1)
-                n_skip = mine["n_skipped"].sum(min_count=1)
+                n_pairs, n_failed, n_skip = (mine[c].sum(min_count=1) for c in
+                                             ("n_pairs", "n_failed", "n_skipped"))
             elif len(mine):
                 r = mine.iloc[0]
                 fig = {k: r[k] for k in ("accuracy", "accuracy_std", "status", "message")}
-                n_pairs, n_skip = r["n_pairs"], r["n_skipped"]
+                n_pairs, n_failed, n_skip = r["n_pairs"], r["n_failed"], r["n_skipped"]
             else:
                 fig = {"accuracy": np.nan, "accuracy_std": np.nan, "status": "missing",
                        "message": "not evaluated"}
-                n_pairs = n_skip = np.nan
+                n_pairs = n_failed = n_skip = np.nan
             rows.append({"set": s, "model": m, **fig, "n_pairs": n_pairs,
-                         "n_skipped": n_skip,
+                         "n_failed": n_failed, "n_skipped": n_skip,
+                         "failed": ", ".join(dict.fromkeys(mine["failed"].dropna()
+                                                           .astype(str))),
                          "dataset": ", ".join(dict.fromkeys(mine["dataset"]))})
     return pd.DataFrame(rows, columns=["set", "model", "accuracy", "accuracy_std", "status",
-                                       "message", "n_pairs", "n_skipped", "dataset"])
+                                       "message", "n_pairs", "n_failed", "n_skipped",
+                                       "failed", "dataset"])
 
 
 def verification_log(rows: pd.DataFrame, flips: Mapping[str, bool]) -> str:

@@ -1,5 +1,6 @@
 """Config checks of the evaluate stage, run before any job: the models and protocols it
-names exist, and every imported protocol's file or folder is there.
+names exist, every imported protocol's file or folder is there, and the one failure rule
+(``evaluate.failed``, with its alias ``templates.failed``) is a rule and says one thing.
 """
 
 from __future__ import annotations
@@ -19,12 +20,28 @@ from facecast.config.util import (
     protocol_names,
     section,
 )
+from facecast.evaluate.failures import DEFAULT_RULE, FAILED_RULES
+
+
+def fill_failure_rule(config: dict[str, Any]) -> list[str]:
+    """Fill ``evaluate.failed`` when left out: ``templates.failed`` (its alias) when that is
+    given, else ``nonmatch``; then ``templates.failed`` from it, so every stage reads one
+    rule. A plan line when the alias set the rule."""
+    ev = config.get("evaluate")
+    tp = config.get("templates")
+    alias = tp.get("failed") if isinstance(tp, dict) else None
+    if not isinstance(ev, dict) or "failed" in ev:
+        return []
+    ev["failed"] = alias if alias in FAILED_RULES else DEFAULT_RULE
+    return ([f"evaluate: failed = {alias} (from its alias templates.failed): pairs without "
+             "a feature count so in every rate"] if alias in FAILED_RULES else [])
 
 
 def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
     """Plan lines naming the protocols each insightface ``.bin`` dataset implies (nothing
-    is filled: :mod:`facecast.config.bin_sets` derives them wherever they are needed)."""
-    lines = []
+    is filled: :mod:`facecast.config.bin_sets` derives them wherever they are needed);
+    ``evaluate.failed`` from its alias (:func:`fill_failure_rule`)."""
+    lines = fill_failure_rule(config)
     for ds, spec in datasets_of(config).items():
         names = implied_protocols(spec)
         if names:
@@ -73,6 +90,7 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
     errors += unknown_names("evaluate.benchmarks", name_list(ev.get("benchmarks")),
                             protocol_names(config), "protocol",
                             "benchmarks, lfw for datasets with a pairs file, evaluate.imports")
+    errors += failure_rule_errors(config)
     datasets = list(datasets_of(config))
     for name, imp in section(ev, "imports").items():
         imp = imp or {}
@@ -86,4 +104,26 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
         elif fmt == "lfw_pairs" and not path.is_file():
             errors.append(f"evaluate.imports.{name}.path: pairs file {str(path)!r} does not "
                           "exist")
+    return errors
+
+
+def failure_rule_errors(config: Mapping[str, Any]) -> list[str]:
+    """``evaluate.failed`` and its alias ``templates.failed`` are rules of
+    :data:`facecast.evaluate.failures.FAILED_RULES`, and the same one when both are given."""
+    errors = []
+    given = {}
+    for key, sect in (("evaluate.failed", section(config, "evaluate")),
+                      ("templates.failed", section(config, "templates"))):
+        if "failed" not in sect:
+            continue
+        if sect["failed"] not in FAILED_RULES:
+            errors.append(f"{key}: {sect['failed']!r} is not a failure rule; one of "
+                          f"{listing(list(FAILED_RULES))}")
+        else:
+            given[key] = sect["failed"]
+    if len(set(given.values())) > 1:
+        errors.append(f"templates.failed: {given['templates.failed']!r} differs from "
+                      f"evaluate.failed {given['evaluate.failed']!r}; templates.failed is an "
+                      "alias of evaluate.failed (one failure rule for every rate): set "
+                      "evaluate.failed alone")
     return errors

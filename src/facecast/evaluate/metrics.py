@@ -85,8 +85,16 @@ def _as_arrays(scores, labels) -> tuple[np.ndarray, np.ndarray]:
     if not np.isin(y, (0, 1)).all():
         raise ValueError("labels must be 0 (impostor) or 1 (genuine)")
     if np.isnan(s).any():
-        raise ValueError("scores contain NaN; drop unscored pairs first")
+        raise ValueError("scores contain NaN; apply the failure rule first "
+                         "(facecast.evaluate.failures: -inf under nonmatch, left out under "
+                         "drop)")
     return s, y
+
+
+def _finite_mean(values: np.ndarray) -> float:
+    """Mean of the finite values (NaN when there is none)."""
+    v = values[np.isfinite(values)]
+    return float(v.mean()) if v.size else float("nan")
 
 
 def squared_distance(scores) -> np.ndarray:
@@ -134,9 +142,9 @@ def kfold_accuracy(scores, labels, folds, thresholds: str | np.ndarray = "insigh
     if isinstance(thresholds, str):
         if thresholds == "insightface":
             grid = INSIGHTFACE_THRESHOLDS
-        elif thresholds == "exact":
-            u = np.unique(dist)
-            grid = np.concatenate([u, [u[-1] + 1.0]])
+        elif thresholds == "exact":  # a pair without a feature (-inf) is never "same"
+            u = np.unique(dist[np.isfinite(dist)])
+            grid = np.concatenate([u, [u[-1] + 1.0]]) if u.size else np.array([0.0])
         else:
             raise ValueError(f"unknown threshold grid {thresholds!r} (insightface | exact)")
     else:
@@ -178,7 +186,8 @@ def roc_points(scores, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise ValueError("ROC needs genuine and impostor pairs")
     order = np.argsort(-s, kind="mergesort")
     s_sorted, y_sorted = s[order], y[order]
-    last = np.r_[np.flatnonzero(np.diff(s_sorted) != 0), len(s_sorted) - 1]
+    # ties by equality, not by difference: -inf - -inf is NaN (pairs without a feature)
+    last = np.r_[np.flatnonzero(s_sorted[1:] != s_sorted[:-1]), len(s_sorted) - 1]
     tps = np.cumsum(y_sorted)[last]
     fps = (last + 1) - tps
     far = np.r_[0.0, fps / n_neg]
@@ -208,7 +217,9 @@ def equal_error_rate(far: np.ndarray, tar: np.ndarray, thr: np.ndarray) -> tuple
     w = d0 / (d0 - d1) if d0 != d1 else 0.0
     eer = far[i - 1] + w * (far[i] - far[i - 1])
     t0 = thr[i - 1] if np.isfinite(thr[i - 1]) else thr[i]
-    return float(eer), float(t0 + w * (thr[i] - t0))
+    # the last point's threshold is -inf when pairs without a feature are kept
+    # (evaluate.failed: nonmatch): w = 0 stays at t0, never 0 * inf = NaN
+    return float(eer), float(t0 if w == 0 else t0 + w * (thr[i] - t0))
 
 
 def allowed_impostors(impostors: int | np.ndarray, targets: float | Sequence[float]
@@ -307,8 +318,9 @@ def verification_metrics(scores, labels, folds, *, fars=(1e-3, 1e-4),
         "auc": auc_score(s, y),
         "eer": eer,
         "eer_threshold": eer_t,
-        "genuine_mean": float(s[y == 1].mean()),
-        "impostor_mean": float(s[y == 0].mean()),
+        # over the scored pairs: a pair without a feature (-inf) has no score to average
+        "genuine_mean": _finite_mean(s[y == 1]),
+        "impostor_mean": _finite_mean(s[y == 0]),
     }
     for target in fars:
         t = tar_at_far(far, tar, thr, target, n_imp)

@@ -1,17 +1,28 @@
 """RFW's table (rule ``rfw_table``): accuracy per set, its spread across sets and the
-skewed error ratio - the table of the RFW paper (Wang et al., ICCV 2019) and of the
-mitigation papers that report on RFW (FairCal, Salvador et al., ICLR 2022).
+skewed error ratio.
+
+The layout is the one the RFW papers report: accuracy per set in the RFW paper's order
+(Caucasian, Indian, Asian, African; Wang et al., ICCV 2019), with the average, the
+standard deviation across the sets (STD) and the skewed error ratio (SER) as Wang & Deng
+(CVPR 2020, RL-RBN) introduced them and the later RFW papers report them.
 
 Per (model, set): ``accuracy`` and ``accuracy_std`` are evaluate's 10-fold figures
 (insightface's rule: best threshold on nine folds applied to the tenth, mean and
-population std over the folds; :func:`facecast.evaluate.metrics.kfold_accuracy`),
-``n_pairs`` the pairs used, ``n_skipped`` the pairs of the set's test that were not
-(``skipped_statuses`` says why). Per model an ``average`` row: the mean accuracy over the
+population std over the folds; :func:`facecast.evaluate.metrics.kfold_accuracy`) under
+the failure rule ``evaluate.failed`` (:mod:`facecast.evaluate.failures`, named in
+``failed`` and in the table's text): under ``nonmatch`` all of a set's pairs count, a pair
+without a feature is a non-match (wrong when genuine, right when impostor); under ``drop``
+it is left out. ``n_pairs`` is the pairs the accuracy counts, ``n_failed`` the pairs
+without a feature among them (nonmatch) or left out (drop), ``n_skipped`` the pairs of the
+set's test that are no comparison or were left out (``skipped_statuses`` says why), and
+``structure`` the set's pairs file as found (:func:`facecast.datasets.rfw.fold_structure`:
+RFW's layout, or what differs). Per model an ``average`` row: the mean accuracy over the
 sets, ``std_across_sets`` (population std of the sets' accuracies, numpy's default) and
 ``ser`` (skewed error ratio: the largest error ``1 - accuracy`` over the sets divided by
-the smallest). Where a figure cannot be computed the row says so in ``status``
-(``n/a (<why>)``) and the value is NaN: a set without scorable pairs, an average over a
-missing set, an SER whose smallest error is 0.
+the smallest), ``n_pairs`` / ``n_failed`` / ``n_skipped`` summed over the sets. Where a
+figure cannot be computed the row says so in ``status`` (``n/a (<why>)``) and the value is
+NaN: a set without scorable pairs, an average over a missing set, an SER whose smallest
+error is 0.
 """
 
 from __future__ import annotations
@@ -24,6 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from facecast.datasets.rfw import STRUCTURE_MARK
+from facecast.evaluate.failures import rule_text
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.report.html_tables import write_markdown_html
@@ -34,7 +47,7 @@ log = logging.getLogger(__name__)
 #: the row of a model's figures over its sets
 AVERAGE = "average"
 COLUMNS = ["model", "set", "accuracy", "accuracy_std", "std_across_sets", "ser", "n_pairs",
-           "n_skipped", "skipped_statuses", "status"]
+           "n_failed", "n_skipped", "skipped_statuses", "failed", "structure", "status"]
 
 
 def _num(row: Mapping[str, Any], key: str) -> float:
@@ -42,14 +55,25 @@ def _num(row: Mapping[str, Any], key: str) -> float:
     return float(v) if v is not None and not pd.isna(v) else float("nan")
 
 
+def _count(row: Mapping[str, Any], key: str) -> int:
+    v = _num(row, key)
+    return int(v) if np.isfinite(v) else 0
+
+
+def structure_of(folds_note: Any) -> str:
+    """The pairs file structure a protocol's fold note states ('' when it states none)."""
+    text = str(folds_note or "")
+    return text.split(STRUCTURE_MARK, 1)[1] if STRUCTURE_MARK in text else ""
+
+
 def _set_row(model: str, set_name: str, metrics: pd.DataFrame | None) -> dict[str, Any]:
     row: dict[str, Any] = {"model": model, "set": set_name}
     m = metrics.iloc[0].to_dict() if metrics is not None and len(metrics) else {}
     row.update(accuracy=_num(m, "accuracy"), accuracy_std=_num(m, "accuracy_std"),
-               std_across_sets=np.nan, ser=np.nan,
-               n_pairs=int(_num(m, "n_pairs")) if np.isfinite(_num(m, "n_pairs")) else 0,
-               n_skipped=int(_num(m, "n_skipped")) if np.isfinite(_num(m, "n_skipped")) else 0,
-               skipped_statuses=str(m.get("skipped_statuses") or ""))
+               std_across_sets=np.nan, ser=np.nan, n_pairs=_count(m, "n_pairs"),
+               n_failed=_count(m, "n_failed"), n_skipped=_count(m, "n_skipped"),
+               skipped_statuses=str(m.get("skipped_statuses") or ""),
+               failed=str(m.get("failed") or ""), structure=structure_of(m.get("folds")))
     row["status"] = ("ok" if np.isfinite(row["accuracy"]) else
                      "n/a (no scorable genuine and impostor pairs)" if m else
                      "n/a (no metrics for this set)")
@@ -61,8 +85,11 @@ def average_row(model: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]
     acc = np.array([r["accuracy"] for r in rows], np.float64)
     out: dict[str, Any] = {"model": model, "set": AVERAGE, "accuracy_std": np.nan,
                            "n_pairs": int(sum(r["n_pairs"] for r in rows)),
+                           "n_failed": int(sum(r.get("n_failed", 0) for r in rows)),
                            "n_skipped": int(sum(r["n_skipped"] for r in rows)),
-                           "skipped_statuses": ""}
+                           "skipped_statuses": "", "structure": "",
+                           "failed": ", ".join(dict.fromkeys(
+                               r.get("failed", "") for r in rows if r.get("failed")))}
     missing = [r["set"] for r in rows if not np.isfinite(r["accuracy"])]
     if missing or not len(rows):
         out.update(accuracy=np.nan, std_across_sets=np.nan, ser=np.nan,
@@ -99,14 +126,25 @@ def _pct(v: float, std: float | None = None) -> str:
                                else "")
 
 
+def _rule_sentence(table: pd.DataFrame) -> str:
+    """The failure rule(s) of the table's set rows, with the pairs they concern."""
+    sets = table[table["set"] != AVERAGE]
+    out = []
+    for rule in dict.fromkeys(r for r in sets["failed"] if r):
+        out.append(rule_text(rule, int(sets.loc[sets["failed"] == rule, "n_failed"].sum())))
+    return " ".join(out)
+
+
 def rfw_markdown(table: pd.DataFrame, sets: Sequence[str], ds: str) -> str:
-    """The papers' layout: one line per model, accuracy (%) per set, average, std across
-    sets and SER; then every row's pairs and status."""
+    """The papers' layout: one line per model, accuracy (%) per set, average, STD and SER;
+    the pairs files' structure where it is not RFW's; then every row's pairs and status."""
     lines = table_head(
         f"RFW: accuracy per set ({ds})",
-        "10-fold accuracy (%, mean ± std over the folds: insightface's rule), the average "
-        "over the sets, the standard deviation of the sets' accuracies (STD) and the skewed "
-        "error ratio (SER: largest error / smallest error over the sets; 1 = equal errors).",
+        "10-fold accuracy (%, mean ± std over the folds: insightface's rule) per set in the "
+        "RFW paper's order (Wang et al., ICCV 2019), the average over the sets, the "
+        "standard deviation of the sets' accuracies (STD) and the skewed error ratio (SER: "
+        "largest error / smallest error over the sets; 1 = equal errors), as Wang & Deng "
+        "(CVPR 2020) and the later RFW papers report them. " + _rule_sentence(table),
         [*sets, "Avg", "STD", "SER"])
     for m, sub in table.groupby("model", sort=False):
         by = sub.set_index("set")
@@ -115,15 +153,24 @@ def rfw_markdown(table: pd.DataFrame, sets: Sequence[str], ds: str) -> str:
         ser = f"{avg['ser']:.3f}" if np.isfinite(avg["ser"]) else avg["status"]
         cells += [_pct(avg["accuracy"]), _pct(avg["std_across_sets"]), ser]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    first = table.drop_duplicates("set").set_index("set")
+    odd = [s for s in sets if s in first.index and first.loc[s, "structure"]
+           and not str(first.loc[s, "structure"]).startswith("RFW's layout")]
+    if odd:
+        lines += ["", "## Pairs files that are not in RFW's layout", "",
+                  "The folds stay insightface's 10 consecutive blocks of the file; RFW's own "
+                  "file has 10 blocks of 300 genuine then 300 impostor lines.", ""]
+        lines += [f"- {s}: {first.loc[s, 'structure']}" for s in odd]
     lines += ["", "## Pairs per set", "",
-              "Pairs used (status ok, test folds) and skipped (with their statuses); "
-              "`status` says why a figure is n/a.", "",
-              "| model | set | n_pairs | n_skipped | skipped statuses | status |",
-              "|---|---|---|---|---|---|"]
+              "Pairs counted (test folds, under the failure rule), pairs without a feature "
+              "among them or left out (n_failed), pairs that are no comparison or were left "
+              "out (n_skipped, with their statuses); `status` says why a figure is n/a.", "",
+              "| model | set | n_pairs | n_failed | n_skipped | skipped statuses | status |",
+              "|---|---|---|---|---|---|---|"]
     for r in table.itertuples(index=False):
         skipped = (r.skipped_statuses or "–").replace("|", "\\|")
-        lines.append(f"| {r.model} | {r.set} | {r.n_pairs} | {r.n_skipped} | {skipped} | "
-                     f"{r.status} |")
+        lines.append(f"| {r.model} | {r.set} | {r.n_pairs} | {r.n_failed} | {r.n_skipped} | "
+                     f"{skipped} | {r.status} |")
     return "\n".join(lines) + "\n"
 
 

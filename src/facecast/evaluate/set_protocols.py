@@ -6,13 +6,21 @@ the lines of ``txts/<Set>/<Set>_pairs.txt`` in file order; its folds are insight
 consecutive blocks (:func:`facecast.evaluate.metrics.default_folds`: 600 pairs each for
 RFW's 6,000, exactly RFW's folds of 300 genuine + 300 impostor lines). As ``.bin`` files
 (``bins``), each file's pairs with the same rule (what insightface's verification.py does).
+Either way the file's structure (:func:`facecast.datasets.rfw.fold_structure`: RFW's
+layout, or what differs) is logged when it is not RFW's and written to the fold note and
+provenance ``structure``, for the RFW table. A pair naming ``<pid>_NNNN.jpg`` is the
+manifest's image with that stem (a ``.png`` release).
 Beside the sets, the protocol ``rfw`` holds every set's pairs (fold ``k`` = each set's fold
 ``k``): the protocol the later stages assess, where the sets are the groups.
 
 BFW (``kind: bfw``, :mod:`facecast.datasets.bfw`): the protocol ``bfw``, every datatable
 row in file order with its ``fold`` (1..5) and ``line``, and per score model two columns:
 :func:`score_column` (the score, NaN where the cell is not a number) and
-:func:`note_column` (why not).
+:func:`note_column` (why not). A column ``scores: {col: {higher: different}}`` marks as a
+distance is negated (higher = more alike for every stage); a column whose genuine pairs
+score lower on average than its impostors is warned about in the log
+(:func:`facecast.datasets.bfw.distance_warning`); provenance ``negated_score_models`` and
+``score_direction`` record both.
 
 Every input line is a row: a malformed pairs line has status ``malformed``, a pair whose
 image is not in the manifest ``not_in_manifest`` (or the image's own status), a BFW row
@@ -35,13 +43,23 @@ import pandas as pd
 from facecast.config.fair_sets import (
     BFW_PROTOCOL,
     RFW_ALL,
+    flipped_columns,
     implied_protocols,
     rfw_sets,
     score_columns,
 )
-from facecast.datasets.bfw import bfw_pairs, parse_scores, read_table
+from facecast.datasets.bfw import bfw_pairs, distance_warning, parse_scores, read_table
 from facecast.datasets.manifest import DatasetError
-from facecast.datasets.rfw import MALFORMED, SET_LABEL, read_rfw_pairs, rfw_files
+from facecast.datasets.rfw import (
+    MALFORMED,
+    RFW_FOLDS,
+    SET_LABEL,
+    STRUCTURE_MARK,
+    fold_structure,
+    match_disk_extensions,
+    read_rfw_pairs,
+    rfw_files,
+)
 from facecast.evaluate.bin_protocol import bin_pairs
 from facecast.evaluate.metrics import default_folds
 from facecast.evaluate.resolve import attach_manifest, check_resolved
@@ -49,9 +67,6 @@ from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.io.paths import portable_path
 
 log = logging.getLogger(__name__)
-
-#: RFW's folds: insightface's ten consecutive blocks
-RFW_FOLDS = 10
 
 
 def score_column(model: str) -> str:
@@ -81,22 +96,30 @@ def _resolve(raw: pd.DataFrame, manifest: pd.DataFrame, source: str) -> pd.DataF
     return pairs
 
 
-def _rfw_set(spec: Mapping[str, Any], set_name: str, manifest: pd.DataFrame) -> pd.DataFrame:
-    """The protocol of one RFW set (module docstring)."""
+def _rfw_set(spec: Mapping[str, Any], set_name: str, manifest: pd.DataFrame
+             ) -> tuple[pd.DataFrame, str]:
+    """The protocol of one RFW set (module docstring) and its pairs file's structure
+    (:func:`facecast.datasets.rfw.fold_structure`, logged when it is not RFW's)."""
     if spec.get("bins"):
         path = Path(str(spec["bins"][set_name]))
         raw = bin_pairs(path, RFW_FOLDS)
         pairs = _resolve(raw, manifest, str(path))
         pairs["pair_index"] = raw["pair_index"].to_numpy()
-        return pairs
-    path = rfw_files(str(spec["root"]), set_name)["pairs"]
-    raw = read_rfw_pairs(path, set_name)
-    raw["fold"] = default_folds(len(raw), RFW_FOLDS)
-    pairs = _resolve(raw, manifest, str(path))
-    bad = raw["status"].to_numpy() == MALFORMED
-    pairs.loc[bad, ["identity_a", "identity_b"]] = ""
-    pairs["line"] = raw["line"].to_numpy()
-    return pairs
+    else:
+        files = rfw_files(str(spec["root"]), set_name)
+        path = files["pairs"]
+        raw = read_rfw_pairs(path, set_name, files["images_dir"].name)
+        raw["fold"] = default_folds(len(raw), RFW_FOLDS)
+        for side in ("path_a", "path_b"):  # <pid>_NNNN.jpg: the image as on disk (.png)
+            raw[side] = match_disk_extensions(raw[side], manifest["path"])
+        pairs = _resolve(raw, manifest, str(path))
+        bad = raw["status"].to_numpy() == MALFORMED
+        pairs.loc[bad, ["identity_a", "identity_b"]] = ""
+        pairs["line"] = raw["line"].to_numpy()
+    regular, structure = fold_structure(raw["label"].to_numpy(), RFW_FOLDS)
+    if not regular:
+        log.warning("RFW %s (%s): %s", set_name, path, structure)
+    return pairs, structure
 
 
 def write_rfw_protocol(spec: Mapping[str, Any], name: str, manifest_path: str | os.PathLike,
@@ -109,9 +132,9 @@ def write_rfw_protocol(spec: Mapping[str, Any], name: str, manifest_path: str | 
     if any(s not in rfw_sets(spec) for s in sets):
         raise DatasetError(f"{name!r} is not a protocol of this RFW dataset "
                            f"({implied_protocols(spec)})")
-    frames = []
+    frames, structures = [], {}
     for s in sets:
-        pairs = _rfw_set(spec, s, manifest)
+        pairs, structures[s] = _rfw_set(spec, s, manifest)
         pairs[SET_LABEL] = s
         frames.append(pairs)
         log.info("RFW %s: %d pairs (%d not ok: %s)", s, len(pairs),
@@ -124,9 +147,11 @@ def write_rfw_protocol(spec: Mapping[str, Any], name: str, manifest_path: str | 
     form = ".bin files" if bins else "the test release's txts/<Set>/<Set>_pairs.txt"
     note = (f"RFW from {form}: insightface verification.py's {RFW_FOLDS} consecutive "
             "blocks in file order" + (" of every set (fold k = each set's fold k)"
-                                      if name == RFW_ALL else ""))
+                                      if name == RFW_ALL else "") + "; " + STRUCTURE_MARK
+            + "; ".join(f"{s}: {t}" if name == RFW_ALL else t for s, t in structures.items()))
     prov = {**dict(provenance or {}), "stage": "protocol", "protocol": "rfw", "set": name,
-            "folds": note, "n_pairs": int(len(pairs)), "source": source}
+            "folds": note, "n_pairs": int(len(pairs)), "source": source,
+            "structure": structures}
     write_parquet(pairs, out_path, provenance=prov)
     return pairs
 
@@ -141,8 +166,16 @@ def write_bfw_protocol(spec: Mapping[str, Any], manifest_path: str | os.PathLike
     raw = bfw_pairs(table)
     pairs = _resolve(raw, _manifest(manifest_path), str(spec["table"]))
     pairs["line"] = raw["line"].to_numpy()
+    flipped = [m for m in flipped_columns(spec) if m in models]
+    directions = {}
     for m in models:
         values, notes = parse_scores(table, m)
+        if m in flipped:  # a distance: negated, so that higher = more alike
+            values = -values
+        directions[m] = distance_warning(m, values, raw["label"].to_numpy(),
+                                         flipped=m in flipped) or "ok"
+        if directions[m] != "ok":
+            log.warning("BFW %s: %s", m, directions[m])
         pairs[score_column(m)] = values
         pairs[note_column(m)] = notes
         if (notes != "").any():
@@ -153,7 +186,8 @@ def write_bfw_protocol(spec: Mapping[str, Any], manifest_path: str | os.PathLike
              pairs["status"].value_counts().to_dict(), models)
     prov = {**dict(provenance or {}), "stage": "protocol", "protocol": BFW_PROTOCOL,
             "folds": "BFW's own 5 folds (no person in two folds)", "score_models": models,
-            "source": portable_path(spec["table"]), "n_pairs": int(len(pairs))}
+            "source": portable_path(spec["table"]), "n_pairs": int(len(pairs)),
+            "negated_score_models": flipped, "score_direction": directions}
     write_parquet(pairs, out_path, provenance=prov)
     return pairs
 

@@ -13,9 +13,16 @@ Outputs of :func:`evaluate_benchmark` for model ``M`` and benchmark ``B`` of dat
 ``results/ds/eval/M/B.parquet`` (every protocol pair + ``score``, ``status``, ``message``),
 and under ``results/ds/eval/M/B/``: ``metrics.parquet`` (one row),
 ``roc.parquet`` (FAR, TAR, FRR, threshold at every distinct score), ``roc.png``, ``det.png``.
-Metrics use the pairs with status ``ok`` in the protocol's test folds (every fold but
-``val`` unless ``include_val``); the others are counted (``n_skipped``), never dropped from
-the scores file.
+Metrics use the pairs in the protocol's test folds (every fold but ``val`` unless
+``include_val``) under the failure rule ``evaluate.failed``
+(:mod:`facecast.evaluate.failures`): ``nonmatch`` (the default, ISO/IEC 19795-1's
+generalized rates) keeps a pair without a feature (no face, decode error, no embedding)
+as a non-match at score ``-inf``; ``drop`` leaves it out. The row counts them
+(``n_failed``, ``n_failed_genuine``, ``n_failed_impostor``, ``failed_statuses``), says the
+rule (``failed``) and counts the pairs left out of the rates (``n_skipped``,
+``skipped_statuses``: rows that are no comparison - ``malformed``, ``bad_label``,
+``bad_fold`` - and, under ``drop``, the failed pairs); the scores file keeps every pair
+with its status and a NaN score.
 
 Folds: facecast's one fold rule (:func:`facecast.evaluate.folds.evaluation_folds`): the
 protocol's own folds when it has two or more test folds; else ``n_folds`` folds stratified
@@ -45,6 +52,16 @@ import pandas as pd
 from facecast.embed.read import load_embeddings
 from facecast.evaluate.bin_protocol import import_cc11_blocks
 from facecast.evaluate.bin_suite import write_bin_suite, write_cc11_table
+from facecast.evaluate.failures import (
+    DEFAULT_RULE,
+    apply_failure_rule,
+    check_rule,
+    failed_mask,
+    failure_counts,
+    invalid_mask,
+    rule_text,
+    status_counts,
+)
 from facecast.evaluate.folds import EVAL_FOLD, accuracy_test_mask, evaluation_folds
 from facecast.evaluate.metrics import min_impostors, roc_points, verification_metrics
 from facecast.evaluate.plots import plot_det, plot_roc
@@ -65,7 +82,7 @@ log = logging.getLogger(__name__)
 
 EVALUATE_DEFAULTS: dict[str, Any] = {"fars": [1e-3, 1e-4], "thresholds": "insightface",
                                      "include_val": False, "n_folds": 10, "plots": True,
-                                     "seed": 0}
+                                     "seed": 0, "failed": DEFAULT_RULE}
 
 def evaluation_outputs(out_dir: str | os.PathLike) -> dict[str, Path]:
     """The per-(model, benchmark) files written beside the scores Parquet."""
@@ -119,21 +136,30 @@ def write_evaluation(scored: pd.DataFrame, protocol_path: str | os.PathLike,
                  "protocol": str(protocol_path), "folds": fold_note})
     write_parquet(scored, scores_path, provenance=prov)
 
+    rule = check_rule(str(cfg.get("failed", DEFAULT_RULE)))
     in_test = accuracy_test_mask(scored, bool(cfg["include_val"]))
-    ok = in_test & (scored["status"] == "ok").to_numpy()
-    used = scored[ok]
+    test = scored[in_test]
+    used = apply_failure_rule(test, rule)
+    failed = failed_mask(test)
+    invalid = invalid_mask(test)
     row: dict[str, Any] = {"model": model, "benchmark": benchmark,
                            "n_protocol_pairs": int(in_test.sum()),
-                           "n_skipped": int(in_test.sum() - ok.sum())}
-    statuses = scored.loc[in_test & ~ok, "status"].value_counts().to_dict()
-    row["skipped_statuses"] = ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items()))
+                           "n_held_out": int((~in_test).sum()), "failed": rule,
+                           **{k: v for k, v in failure_counts(
+                               failed[~invalid], test.loc[~invalid, "label"]).items()
+                              if k != "n_pairs"},
+                           "failed_statuses": status_counts(test.loc[failed, "status"]),
+                           "n_skipped": int(len(test) - len(used)),
+                           "skipped_statuses": status_counts(
+                               test.loc[invalid | (failed & (rule == "drop")), "status"])}
     outs = evaluation_outputs(out_dir)
     outs["metrics"].parent.mkdir(parents=True, exist_ok=True)
     labels = used["label"].to_numpy()
     if len(used) and 0 < labels.sum() < len(labels):
         row["folds"] = fold_note
-        row.update(verification_metrics(used["score"].to_numpy(), labels, folds[ok],
-                                        fars=cfg["fars"], thresholds=cfg["thresholds"]))
+        row.update(verification_metrics(used["score"].to_numpy(), labels,
+                                        used[EVAL_FOLD].to_numpy(), fars=cfg["fars"],
+                                        thresholds=cfg["thresholds"]))
         far, tar, thr = roc_points(used["score"].to_numpy(), labels)
         for key in [k for k in row if k.startswith("resolvable@far=")]:
             if not row[key]:
@@ -148,6 +174,9 @@ def write_evaluation(scored: pd.DataFrame, protocol_path: str | os.PathLike,
         row.update({"folds": "-", "n_pairs": int(len(used)), "accuracy": np.nan,
                     "accuracy_std": np.nan, "auc": np.nan, "eer": np.nan})
         far = tar = thr = np.zeros(0)
+    if row["n_failed"]:
+        log.warning("%s/%s: %d pair(s) without a feature (%s); %s", model, benchmark,
+                    row["n_failed"], row["failed_statuses"], rule_text(rule))
     metrics = pd.DataFrame([row])
     write_parquet(metrics, outs["metrics"], provenance=prov)
     roc = pd.DataFrame({"far": far, "tar": tar, "frr": 1.0 - tar, "threshold": thr})
@@ -156,9 +185,10 @@ def write_evaluation(scored: pd.DataFrame, protocol_path: str | os.PathLike,
     curves = {label: (far, tar)} if len(far) else {}
     plot_roc(curves, outs["roc_png"], f"ROC: {benchmark}")
     plot_det(curves, outs["det_png"], f"DET: {benchmark}")
-    log.info("%s on %s: accuracy %.4f ± %.4f, AUC %.4f, %d pairs (%d skipped)", model,
-             benchmark, row.get("accuracy", np.nan), row.get("accuracy_std", np.nan),
-             row.get("auc", np.nan), row.get("n_pairs", 0), row["n_skipped"])
+    log.info("%s on %s: accuracy %.4f ± %.4f, AUC %.4f, %d pairs (%d without a feature, "
+             "%d left out)", model, benchmark, row.get("accuracy", np.nan),
+             row.get("accuracy_std", np.nan), row.get("auc", np.nan), row.get("n_pairs", 0),
+             row["n_failed"], row["n_skipped"])
     return row
 
 

@@ -4,8 +4,12 @@ Written as Parquet (the long table, one row per model and benchmark, every metri
 Markdown and HTML (the same tables; the HTML page is what ``snakemake --report`` shows).
 A TAR@FAR the protocol cannot resolve (fewer than ``1 / FAR`` impostors; flag
 ``resolvable@far=..`` False) is printed ``n/a (N impostors)``, and an average over it as
-``n/a``. A last table gives, per benchmark and model, the pairs used and skipped and how
-the folds were formed.
+``n/a``. A last table gives, per benchmark and model, the pairs counted, those without a
+feature (``n_failed``; the failure rule ``evaluate.failed`` is named above the table) and
+those left out, and how the folds were formed. Beside the accuracy: each benchmark's
+genuine and impostor pairs, its pairs held out (``val``), the accuracy of the constant
+answer and each model's margin over it; with imbalanced classes the page leads with AUC
+and TAR@FAR (:mod:`facecast.evaluate.chance`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from facecast.evaluate.chance import chance_lines, lead_lines
+from facecast.evaluate.failures import FAILED_RULES, rule_text
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.report.html_tables import markdown_html, write_html_page
@@ -78,27 +84,45 @@ def _tar_cells(long: pd.DataFrame, t: pd.DataFrame, far: float, model: str,
 def _pairs_table(long: pd.DataFrame, benchmarks: Sequence[str], models: Sequence[str]
                  ) -> list[str]:
     lines = ["", "## Pairs and folds", "",
-             "Pairs used (status ok, test folds), genuine / impostor, pairs skipped (with their "
-             "statuses) and how the folds of the 10-fold accuracy were formed.", "",
-             "| benchmark | model | n_pairs | genuine | impostor | n_skipped | skipped "
-             "statuses | folds |", "|---|---|---|---|---|---|---|---|"]
+             "Pairs counted (test folds), genuine / impostor, pairs without a feature "
+             "(n_failed, with their statuses), pairs left out (n_skipped, with their "
+             "statuses: rows that are no comparison and, under evaluate.failed: drop, the "
+             "failed pairs) and how the folds of the 10-fold accuracy were formed. "
+             + _rule_sentence(long), "",
+             "| benchmark | model | n_pairs | genuine | impostor | n_failed | failed statuses "
+             "| n_skipped | skipped statuses | folds |", "|---|---|---|---|---|---|---|---|---|---|"]
 
     def num(v) -> str:
         return "–" if v is None or pd.isna(v) else str(int(v))
 
+    def text(v) -> str:
+        return "–" if v is None or pd.isna(v) or not str(v) else str(v).replace("|", "\\|")
+
     for b in benchmarks:
         for m in models:
             if _value(long, m, b, "model") is None:
-                lines.append(f"| {b} | {m} | – | – | – | – | (no metrics) | – |")
+                lines.append(f"| {b} | {m} | – | – | – | – | – | – | (no metrics) | – |")
                 continue
-            sk = _value(long, m, b, "skipped_statuses") or ""
-            folds = _value(long, m, b, "folds") or "–"
             lines.append(" | ".join([
                 f"| {b}", m, num(_value(long, m, b, "n_pairs")),
                 num(_value(long, m, b, "n_genuine")), num(_value(long, m, b, "n_impostor")),
+                num(_value(long, m, b, "n_failed")), text(_value(long, m, b, "failed_statuses")),
                 num(_value(long, m, b, "n_skipped")),
-                str(sk).replace("|", "\\|") or "–", str(folds).replace("|", "\\|")]) + " |")
+                text(_value(long, m, b, "skipped_statuses")),
+                text(_value(long, m, b, "folds"))]) + " |")
     return lines
+
+
+def _rule_sentence(long: pd.DataFrame) -> str:
+    """The failure rule of the rows (:func:`facecast.evaluate.failures.rule_text`), or what
+    the rows say when they disagree."""
+    rules = (sorted({str(r) for r in long["failed"].dropna()}) if "failed" in long.columns
+             else [])
+    if not rules:
+        return ""
+    if len(rules) == 1 and rules[0] in FAILED_RULES:
+        return rule_text(rules[0])
+    return f"Rows under different failure rules ({', '.join(rules)}): see column failed."
 
 
 def summary_markdown(long: pd.DataFrame, benchmarks: Sequence[str], models: Sequence[str],
@@ -112,13 +136,16 @@ def summary_markdown(long: pd.DataFrame, benchmarks: Sequence[str], models: Sequ
     acc = wide_table(long, "accuracy", benchmarks, models)
     std = wide_table(long, "accuracy_std", benchmarks, models)
     cols = list(benchmarks) + ["average"]
-    lines = ["# Verification summary", "",
-             "10-fold accuracy (%, mean ± std over folds; best threshold on nine folds applied "
-             "to the tenth). The average is over benchmarks (std: mean of the stds).", "",
-             "| model | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    lead = lead_lines(long, benchmarks)  # imbalanced classes: AUC and TAR@FAR first
+    accuracy = ["10-fold accuracy (%, mean ± std over folds; best threshold on nine folds "
+                "applied to the tenth). The average is over benchmarks (std: mean of the "
+                "stds). " + _rule_sentence(long), "",
+                "| model | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
     for m in models:
         cells = [_fmt_pm(acc.loc[m, b], std.loc[m, b]) for b in cols]
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+        accuracy.append(f"| {m} | " + " | ".join(cells) + " |")
+    accuracy += chance_lines(long, benchmarks, models)
+    lines = ["# Verification summary", "", *lead, *([] if lead else accuracy)]
     for title, value, scale, far in [(f"TAR at FAR={f:g} (%)", f"tar@far={far_key(f)}", 100, f)
                                      for f in fars] + \
                                     [("AUC (%)", "auc", 100, None), ("EER (%)", "eer", 100, None)]:
@@ -137,6 +164,8 @@ def summary_markdown(long: pd.DataFrame, benchmarks: Sequence[str], models: Sequ
                 cells = ["–" if np.isnan(t.loc[m, b]) else f"{scale * t.loc[m, b]:.2f}"
                          for b in cols]
             lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    if lead:
+        lines += ["", "## 10-fold accuracy", "", *accuracy]
     lines += _pairs_table(long, benchmarks, models)
     return "\n".join(lines) + "\n"
 

@@ -41,7 +41,7 @@ from facecast.config.fair_sets import dataset_protocols as set_protocols
 from facecast.datasets.targets import name_regex
 
 #: the ``evaluate`` config keys one evaluation job depends on (its rule's params)
-JOB_KEYS = ("fars", "thresholds", "include_val", "n_folds")
+JOB_KEYS = ("fars", "thresholds", "include_val", "n_folds", "failed")
 
 
 def job_config(evaluate_cfg: Mapping[str, Any], seed: int) -> dict[str, Any]:

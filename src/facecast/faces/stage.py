@@ -52,6 +52,7 @@ from facecast.faces.align import center_square_box, crop_box_resized, face_crops
 from facecast.faces.aligned import aligned_row
 from facecast.faces.config import FacesConfig
 from facecast.faces.crops import encode_png
+from facecast.faces.cuda_fp32 import cuda_fp32
 from facecast.faces.decode import DecodedImage, read_image
 from facecast.faces.detect import Detections, FaceDetector, select_face
 from facecast.faces.given import (
@@ -451,7 +452,9 @@ def run_faces_shard(manifest_path: str | os.PathLike, shard: str, root: str | os
     _log_plan(shard, len(records), plan, cfg, detector, threads)
     # a CPU detector runs torch single-threaded inside each worker thread; no detector, no torch
     intra = 1 if detector is not None and detector.device.type == "cpu" else None
-    with torch_threads(intra), ParquetStreamWriter(
+    # on CUDA: fp32 without TF32 (facecast.faces.cuda_fp32), restored after
+    fp32 = cuda_fp32(detector.device if detector is not None else "cpu")
+    with torch_threads(intra), fp32, ParquetStreamWriter(
             out_path, FACES_SCHEMA, provenance=prov,
             # PNG bytes do not shrink under zstd; stored PNGs (level 0) do
             uncompressed=(("crop_arcface", "crop_facenet") if cfg.png_compress_level > 0

@@ -3,6 +3,12 @@ per-group-threshold and band analyses).
 
 Reuses :mod:`facecast.fairness.groups` (the ``fairness.protected`` / ``legitimate`` specs,
 per-identity majority vote) and :func:`facecast.fairness.assess.load_attributes`.
+
+The failure rule (``evaluate.failed``, :mod:`facecast.evaluate.failures`): given a
+``rule``, :func:`labelled_pairs` keeps every row; a pair without a feature gets
+``failed`` True and score ``-inf`` (:func:`with_failures`), and under ``drop`` the status
+``no_feature``, which puts it in no reference set, no cell and no rate
+(:func:`mark_failures`); :func:`valid_pairs` then keeps exactly the pairs the rule counts.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from facecast.fairness.groups import annotate_pairs, image_labels, parse_specs
+from facecast.evaluate.failures import FAILED_SCORE, check_rule, failed_mask
+from facecast.fairness.groups import STATUS_MESSAGES, annotate_pairs, image_labels, parse_specs
 from facecast.io.parquet_io import read_parquet
 
 
@@ -38,14 +45,48 @@ def spec_columns(fairness_cfg: Mapping[str, Any]) -> list[str]:
                    for spec in (fairness_cfg.get(sect) or {}).values()})
 
 
+def with_failures(pairs: pd.DataFrame, status_col: str = "input_status") -> pd.DataFrame:
+    """A copy of scored pairs (:func:`read_scored_pairs`) with a boolean ``failed`` column
+    (:func:`facecast.evaluate.failures.failed_mask` of the input status and score) and
+    score ``-inf`` where it is True; every row kept."""
+    out = pairs.copy()
+    failed = failed_mask(out, status_col if status_col in out.columns else "status")
+    score = pd.to_numeric(out["score"], errors="coerce").to_numpy(np.float64).copy()
+    score[failed] = FAILED_SCORE
+    out["score"] = score
+    out["failed"] = failed
+    return out
+
+
+def mark_failures(ann: pd.DataFrame, rule: str) -> pd.DataFrame:
+    """Annotated pairs under the failure rule: under ``drop`` a failed pair that would
+    count gets status ``no_feature`` and leaves the reference set and the cells; under
+    ``nonmatch`` nothing changes (it counts at score ``-inf``)."""
+    check_rule(rule)
+    if rule == "nonmatch" or "failed" not in ann.columns:
+        return ann
+    out = ann.copy()
+    drop = out["failed"].to_numpy(bool) & ~out["status"].isin(
+        ["bad_score", "bad_label", "held_out"]).to_numpy()
+    out.loc[drop, "status"] = "no_feature"
+    out.loc[drop, "message"] = STATUS_MESSAGES["no_feature"]
+    out.loc[drop, ["in_reference", "in_cells"]] = False
+    return out
+
+
 def labelled_pairs(pairs: pd.DataFrame, attributes: pd.DataFrame,
-                   fairness_cfg: Mapping[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+                   fairness_cfg: Mapping[str, Any], rule: str | None = None
+                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(annotated pairs, per-image labels)``.
 
     The pairs gain ``group_a``, ``group_b``, ``group``, ``status`` ... (see
     :func:`facecast.fairness.groups.annotate_pairs`) and, per attribute ``x`` of the
-    protected and legitimate specs, ``x_a`` and ``x_b`` (each image's value).
+    protected and legitimate specs, ``x_a`` and ``x_b`` (each image's value). ``rule``
+    (``evaluate.failed``): pairs without a feature count by it (:func:`with_failures`,
+    :func:`mark_failures`; column ``failed``); without it they are ``bad_score``.
     """
+    if rule is not None:
+        pairs = with_failures(pairs)
     protected = parse_specs(fairness_cfg.get("protected"))
     legitimate = parse_specs(fairness_cfg.get("legitimate"))
     labels = image_labels(attributes, protected, legitimate,
@@ -58,6 +99,8 @@ def labelled_pairs(pairs: pd.DataFrame, attributes: pd.DataFrame,
             ann[f"{spec.name}_{side}"] = labels[spec.name].reindex(ids).to_numpy(object)
     ann["score"] = pd.to_numeric(ann["score"], errors="coerce").astype(np.float64)
     ann["label"] = pd.to_numeric(ann["label"], errors="coerce")
+    if rule is not None:
+        ann = mark_failures(ann, rule)
     return ann, labels
 
 
@@ -68,9 +111,10 @@ def attribute_names(fairness_cfg: Mapping[str, Any]) -> list[str]:
 
 
 def valid_pairs(ann: pd.DataFrame) -> pd.DataFrame:
-    """Pairs with a finite score and a 0/1 label inside evaluate's test (the others, held-out
-    ``val`` pairs included, keep their status upstream)."""
-    ok = ~ann["status"].isin(["bad_score", "bad_label", "held_out"]).to_numpy()
+    """Pairs with a score (``-inf`` for a pair without a feature under ``nonmatch``) and a
+    0/1 label inside evaluate's test (the others, held-out ``val`` pairs and ``no_feature``
+    pairs under ``drop`` included, keep their status upstream)."""
+    ok = ~ann["status"].isin(["bad_score", "bad_label", "held_out", "no_feature"]).to_numpy()
     out = ann.loc[ok].reset_index(drop=True)
     out["label"] = out["label"].astype(int)
     return out

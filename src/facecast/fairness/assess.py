@@ -12,9 +12,10 @@ later per-group analyses (demographics, identification, quality) read.
 ``groups.parquet/.csv``     Tables A7/A8: mean discrimination per group, times worst
 ``subsets.parquet/.csv``    Tables A9-A14: per legitimate attribute subset, max/min
 ``thresholds.parquet/.csv`` global thresholds + NIST ratios, FDR, GARBE, inequity rate
-``rates.parquet/.csv``      FMR/FNMR per group and threshold with counts and intervals
+``rates.parquet/.csv``      FMR/FNMR per group and threshold with counts and intervals,
+                            and the group's failure-to-extract rate (``n_failed``, ``fte``)
 ``bootstrap.parquet``       identity-clustered bootstrap replicates
-``uncertainty.parquet/.csv`` estimate, se and percentile interval per metric
+``uncertainty.parquet/.csv`` estimate, se and interval per metric (which, notes)
 ``soft_accuracy.parquet/.csv`` CAST probabilistic vs hard inter-category accuracy
 ``hard_pairs.parquet/.csv`` + ``hard_pairs.png``: hardest genuine/impostor pairs
 ``rates_vs_threshold.png``, ``fdr_vs_fmr.png``: plots
@@ -22,6 +23,13 @@ later per-group analyses (demographics, identification, quality) read.
 ``report.md``               all of the above, readable
 ``report.html``             the same as HTML tables (shown inline by ``snakemake --report``)
 ==========================  ==============================================================
+
+Pairs without a feature count by ``evaluate.failed`` (:mod:`facecast.evaluate.failures`,
+argument ``failed``): under ``nonmatch`` at score ``-inf`` in every figure (the bias AUCs
+rank them lowest; thresholds at a target FMR count them among the impostors as correct
+rejects, as evaluate's TAR@FAR does); under ``drop`` with status ``no_feature`` in none.
+Either way each group's share of them stands beside its FMR and FNMR (``fte``), and the
+summary and report count them (``n_failed``) and name the rule.
 """
 
 from __future__ import annotations
@@ -35,21 +43,28 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from facecast.evaluate.failures import DEFAULT_RULE, check_rule, failure_counts, rule_text
 from facecast.evaluate.metrics import far_resolvable, min_impostors
+from facecast.fairness.annotate import mark_failures, with_failures
+from facecast.fairness.applicable import few_group_views, shown, summary_notes
 from facecast.fairness.bias import BiasResult, fairface_bias, legitimate_subsets
 from facecast.fairness.bootstrap import bootstrap
-from facecast.fairness.groups import annotate_pairs, image_labels, parse_specs
+from facecast.fairness.groups import MIXED, annotate_pairs, image_labels, parse_specs
 from facecast.fairness.hardpairs import hard_pairs_grid, hardest_pairs, load_tiles
 from facecast.fairness.interchange import write_interchange
+from facecast.fairness.intervals import few_false_matches
 from facecast.fairness.plots import plot_fdr_vs_fmr, plot_rates_vs_threshold
+from facecast.fairness.race import add_race_columns, source_columns
 from facecast.fairness.soft import category_probs, soft_accuracy
 from facecast.fairness.tables import group_table, report_views, to_markdown, zero_rate_notes
 from facecast.fairness.threshold import (
     disparity,
+    group_failures,
     group_rates,
     sweep_rates,
     thresholds_at_fmr,
 )
+from facecast.fairness.verdict import verdict_block
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.report.html_tables import write_markdown_html
@@ -79,17 +94,20 @@ def _needed_columns(cfg: Mapping[str, Any]) -> list[str]:
 def load_attributes(path: str | os.PathLike, identities: Sequence[str],
                     columns: Sequence[str]) -> pd.DataFrame:
     """The attribute-table rows of the given identities (all their images, for the
-    per-identity vote), with ``image_id``, ``identity`` and the needed columns only."""
+    per-identity vote), with ``image_id``, ``identity`` and the needed columns only (a
+    derived race column, :mod:`facecast.fairness.race`, from its seven sources)."""
     import pyarrow.parquet as pq
 
     names = pq.read_schema(path).names
-    missing = sorted(set(columns) - set(names))
+    read = [c for c in source_columns(columns) if c not in ("image_id", "identity")]
+    missing = sorted(set(read) - set(names))
     if missing:
         raise KeyError(f"{path} lacks attribute column(s) {missing} named in the fairness "
                        f"config; available: {sorted(names)}")
     ids = sorted({str(i) for i in identities})
-    return read_parquet(path, columns=["image_id", "identity", *columns],
-                        filters=[("identity", "in", ids)] if ids else None)
+    return add_race_columns(read_parquet(path, columns=["image_id", "identity", *read],
+                                         filters=[("identity", "in", ids)] if ids else None),
+                            columns)
 
 
 def _thresholds(ann: pd.DataFrame, cfg: Mapping[str, Any],
@@ -157,6 +175,7 @@ def _read_scores(path: str | os.PathLike) -> pd.DataFrame:
 def sweep_thresholds(ref: pd.DataFrame, n: int = 200) -> np.ndarray:
     """Thresholds for the plots: evenly spaced quantiles of all scores plus impostor
     quantiles at log-spaced FMRs (1e-5 .. 1), so the low-FMR tail is resolved."""
+    ref = ref[np.isfinite(ref["score"].to_numpy(np.float64))]  # no -inf of failed pairs
     if not len(ref):
         return np.array([])
     allq = np.quantile(ref["score"], np.linspace(0, 1, n + 1))
@@ -171,19 +190,26 @@ def run_fairness(scores_path: str | os.PathLike, attributes_path: str | os.PathL
                  reuse_thresholds: str | os.PathLike | None = None,
                  faces_paths: Sequence[str | os.PathLike] = (),
                  manifest_path: str | os.PathLike | None = None,
-                 dataset_root: str | os.PathLike | None = None) -> dict[str, Any]:
+                 dataset_root: str | os.PathLike | None = None,
+                 failed: str = DEFAULT_RULE) -> dict[str, Any]:
     """Every fairness output for one model on one protocol (see the module docstring).
 
-    ``cfg`` is the ``fairness`` config section with schema defaults filled in. Returns the
-    summary row as a dict.
+    ``cfg`` is the ``fairness`` config section with schema defaults filled in; ``failed``
+    the failure rule (``evaluate.failed``). Returns the summary row as a dict.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     prov = {**dict(provenance or {}), "stage": "fairness", "model": model,
             "protocol": protocol}
-    ann, attrs, legitimate = _annotated_pairs(scores_path, attributes_path, cfg)
+    ann, attrs, legitimate = _annotated_pairs(scores_path, attributes_path, cfg, failed)
     log.info("%s/%s: %d pairs, statuses %s", model, protocol, len(ann),
              ann["status"].value_counts().to_dict())
+    fails = group_failures(np.where(_counted(ann), ann["group"].to_numpy(object), None),
+                           ann["failed"].to_numpy(bool))
+    if int(fails["n_failed"].sum()):
+        log.warning("%s/%s: pairs without a feature per group: %s; %s", model, protocol,
+                    dict(zip(fails["group"], fails["n_failed"], strict=True)),
+                    rule_text(failed))
     write_parquet(ann, out / "pairs.parquet", provenance=prov)
     valid = _valid_pairs(ann)
     res, groups, subsets = _bias(valid, legitimate, cfg)
@@ -192,6 +218,7 @@ def run_fairness(scores_path: str | os.PathLike, attributes_path: str | os.PathL
     write_frame(subsets, out, "subsets", prov)
     reuse = read_parquet(reuse_thresholds) if reuse_thresholds else None
     thr, rates = _thresholds_and_rates(valid, cfg, reuse)
+    rates = rates.merge(fails, on="group", how="left")
     write_frame(thr, out, "thresholds", prov)
     write_frame(rates, out, "rates", prov)
     replicates, unc = _uncertainty(valid, thr, cfg, reuse, seed)
@@ -199,12 +226,14 @@ def run_fairness(scores_path: str | os.PathLike, attributes_path: str | os.PathL
     write_frame(unc, out, "uncertainty", prov)
     soft = _soft_accuracy(valid, attrs, thr, cfg)
     write_frame(soft, out, "soft_accuracy", prov)
-    hard = hardest_pairs(valid[valid["in_reference"]], int(cfg.get("hard_pairs", 8)))
+    hard = hardest_pairs(valid[valid["in_reference"] & ~valid["failed"]],  # scored ones
+                         int(cfg.get("hard_pairs", 8)))
     write_frame(hard, out, "hard_pairs", prov)
     _plot_hard_pairs(hard, out / "hard_pairs.png", faces_paths, manifest_path, dataset_root)
     _plot_rates(valid, thr, cfg, out, f"{model} on {protocol}")
     write_interchange(ann, out / "predictions.csv", out / "pairs.csv")
-    summary = _summary(model, protocol, res, ann, valid, thr, cfg)
+    summary = summary_notes(_summary(model, protocol, res, ann, valid, thr, cfg, failed),
+                            valid, thr)  # n/a: < 2 usable groups, unresolvable thresholds
     write_frame(pd.DataFrame([summary]), out, "summary", prov)
     write_report(out / "report.md", summary=summary, ann=ann, groups=groups, subsets=subsets,
                  thresholds=thr, rates=rates, uncertainty=unc, soft=soft, hard=hard, cfg=cfg)
@@ -212,12 +241,15 @@ def run_fairness(scores_path: str | os.PathLike, attributes_path: str | os.PathL
 
 
 def _annotated_pairs(scores_path: str | os.PathLike, attributes_path: str | os.PathLike,
-                     cfg: Mapping[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, list[Any]]:
+                     cfg: Mapping[str, Any], rule: str = DEFAULT_RULE
+                     ) -> tuple[pd.DataFrame, pd.DataFrame, list[Any]]:
     """Every scored pair with its groups, combination, status and membership
-    (:func:`annotate_pairs`; numeric label and float64 score), the attribute rows of the
-    pairs' identities and the legitimate-attribute specs. Raises when the pairs lack
-    identities or the config names no protected attribute."""
-    pairs = _read_scores(scores_path)
+    (:func:`annotate_pairs`; numeric label and float64 score) under the failure ``rule``
+    (column ``failed``; :func:`facecast.fairness.annotate.mark_failures`), the attribute
+    rows of the pairs' identities and the legitimate-attribute specs. Raises when the
+    pairs lack identities or the config names no protected attribute."""
+    check_rule(rule)
+    pairs = with_failures(_read_scores(scores_path))
     if "identity_a" not in pairs.columns or "identity_b" not in pairs.columns:
         raise ValueError(f"{scores_path} lacks identity_a/identity_b")
     protected = parse_specs(cfg.get("protected"))
@@ -231,7 +263,15 @@ def _annotated_pairs(scores_path: str | os.PathLike, attributes_path: str | os.P
                          mixed_pairs=cfg.get("mixed_pairs", "reference"))
     ann["label"] = pd.to_numeric(ann["label"], errors="coerce")
     ann["score"] = pd.to_numeric(ann["score"], errors="coerce").astype(np.float64)
-    return ann, attrs, legitimate
+    return mark_failures(ann, rule), attrs, legitimate
+
+
+def _counted(ann: pd.DataFrame) -> np.ndarray:
+    """The pairs a group's error rates or failure rate count (whatever the rule): a
+    comparison inside evaluate's test whose two images share a group."""
+    group = ann["group"].to_numpy(object)
+    return (ann["status"].isin(["ok", "missing_legitimate", "no_feature"]).to_numpy()
+            & pd.notna(group) & (group != MIXED))
 
 
 def _valid_pairs(ann: pd.DataFrame) -> pd.DataFrame:
@@ -297,17 +337,21 @@ def _thresholds_and_rates(valid: pd.DataFrame, cfg: Mapping[str, Any],
 def _uncertainty(valid: pd.DataFrame, thr: pd.DataFrame, cfg: Mapping[str, Any],
                  reuse: pd.DataFrame | None, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Identity-clustered bootstrap (``n_boot``, seeded): the replicates and per metric
-    estimate, se and percentile interval. Thresholds reused or fixed stay fixed; target
-    FMR thresholds are re-set in every replicate."""
+    estimate, se and interval (``bootstrap_interval``; notes: a miss, few false matches).
+    Thresholds reused or fixed stay fixed; target FMR thresholds are re-set in every
+    replicate."""
     fixed = thr["threshold"].tolist() if (reuse is not None or (cfg.get("thresholds") or {})
                                           .get("fixed")) else None
     targets = [float(t) for t in thr["target_fmr"]] if fixed is None else []
-    return bootstrap(valid, n_boot=int(cfg.get("n_boot", 50)), seed=int(seed),
-                     targets=targets, fixed_thresholds=fixed,
-                     alpha=float(cfg.get("alpha", 0.5)),
-                     min_pairs=int(cfg.get("min_pairs", 10)),
-                     min_groups=int(cfg.get("min_groups", 1)),
-                     confidence=float(cfg.get("confidence", 0.95)))
+    reps, unc = bootstrap(valid, n_boot=int(cfg.get("n_boot", 1000)), seed=int(seed),
+                          targets=targets, fixed_thresholds=fixed,
+                          alpha=float(cfg.get("alpha", 0.5)),
+                          min_pairs=int(cfg.get("min_pairs", 10)),
+                          min_groups=int(cfg.get("min_groups", 1)),
+                          confidence=float(cfg.get("confidence", 0.95)),
+                          interval=str(cfg.get("bootstrap_interval", "auto")),
+                          jackknife_blocks=int(cfg.get("jackknife_blocks", 100)))
+    return reps, few_false_matches(unc, thr, int(cfg.get("few_false_matches", 10)))
 
 
 def _soft_accuracy(valid: pd.DataFrame, attrs: pd.DataFrame, thr: pd.DataFrame,
@@ -355,9 +399,11 @@ def _plot_rates(valid: pd.DataFrame, thr: pd.DataFrame, cfg: Mapping[str, Any], 
 
 
 def _summary(model: str, protocol: str, res: BiasResult, ann: pd.DataFrame, valid: pd.DataFrame,
-             thr: pd.DataFrame, cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The summary row: Bias+, Bias-, accuracy, counts and, per threshold, TAR, FDR,
-    GARBE and whether the protocol resolves it."""
+             thr: pd.DataFrame, cfg: Mapping[str, Any], rule: str) -> dict[str, Any]:
+    """The summary row: Bias+, Bias-, accuracy, counts (``n_failed``: pairs without a
+    feature in evaluate's test, whatever the rule; ``failed``: the rule) and, per
+    threshold, TAR, FDR, GARBE and whether the protocol resolves it."""
+    test = ~ann["status"].isin(["held_out", "bad_label"]).to_numpy()
     summary = {
         "model": model, "protocol": protocol, "bias_pos": res.bias_pos,
         "bias_neg": res.bias_neg, "accuracy": res.accuracy, "n_pairs": len(ann),
@@ -369,6 +415,10 @@ def _summary(model: str, protocol: str, res: BiasResult, ann: pd.DataFrame, vali
         "n_combos": int(valid.loc[valid["in_cells"], "combo"].nunique()),
         "n_combos_used_pos": res.n_combos_used["+"], "n_combos_used_neg": res.n_combos_used["-"],
         "min_pairs": int(cfg.get("min_pairs", 10)), "min_groups": int(cfg.get("min_groups", 1)),
+        "failed": rule,
+        **{k: v for k, v in failure_counts(ann["failed"].to_numpy(bool)[test],
+                                           ann["label"].to_numpy()[test]).items()
+           if k != "n_pairs"},
     }
     for _, row in thr.iterrows():
         summary[f"tar@{row['name']}"] = row["tar"]
@@ -387,13 +437,17 @@ def write_report(path: Path, *, summary: Mapping[str, Any], ann: pd.DataFrame,
     cannot resolve read ``n/a (N impostors)``."""
     s = summary
     thresholds, rates, uncertainty = report_views(thresholds, rates, uncertainty)
+    thresholds, uncertainty, groups, subsets = few_group_views(  # n/a (1 group: male)
+        s.get("fairness_note", ""), thresholds, uncertainty, groups, subsets)
     lines = [
         f"# Fairness: {s['model']} on {s['protocol']}", "",
+        verdict_block(s, thresholds, rates, cfg),
         "ChaLearn FairFace 2020 metric (lower Bias is fairer; accuracy = AUC over all pairs):",
         "",
-        to_markdown(pd.DataFrame([{k: s[k] for k in ("bias_pos", "bias_neg", "accuracy",
-                                                     "n_pairs", "n_valid", "n_in_cells",
-                                                     "n_groups", "n_combos")}])),
+        to_markdown(pd.DataFrame([{k: shown(s, k) for k in (
+            "bias_pos", "bias_neg", "accuracy", "n_pairs", "n_valid", "n_failed",
+            "n_in_cells", "n_groups", "n_combos")}])),
+        rule_text(s["failed"], s["n_failed"]), "",
         f"Cells need >= {s['min_pairs']} pairs of their sign and a combination needs >= "
         f"{s['min_groups']} groups to take part; combinations used: "
         f"{s['n_combos_used_pos']} (+), {s['n_combos_used_neg']} (-). Mixed pairs: "
@@ -414,9 +468,11 @@ def write_report(path: Path, *, summary: Mapping[str, Any], ann: pd.DataFrame,
                                  "fmr_max_geomean", "fnmr_max_min", "fnmr_max_geomean",
                                  "fdr", "garbe", "inequity_rate"]),
         "## Error rates per group", "",
+        "fte: the group's pairs with an image without a feature (n_failed of n_pairs), "
+        "a bias in its own right beside FMR and FNMR.", "",
         to_markdown(rates, ["threshold_name", "group", "false_matches", "n_impostor", "fmr",
                             "fmr_lo", "fmr_hi", "false_non_matches", "n_genuine", "fnmr",
-                            "fnmr_lo", "fnmr_hi"]),
+                            "fnmr_lo", "fnmr_hi", "n_failed", "n_pairs", "fte"]),
         "## Identity-clustered bootstrap", "",
         to_markdown(uncertainty),
         "## Probabilistic (CAST) vs hard inter-category accuracy", "",

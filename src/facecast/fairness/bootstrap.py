@@ -6,7 +6,8 @@ identities, not pairs: a replicate draws the identities with replacement (counts
 impostor pair of identities a != b and ``c_a`` for a genuine pair (pairs between two copies
 of one drawn identity are not invented). Every metric is then computed on the weighted
 pairs, all replicates of a chunk at once (weights of shape ``(B, n)``; sorting happens
-once, replicates only change the weights). Percentile intervals.
+once, replicates only change the weights). Intervals: basic for Bias, FDR and GARBE,
+BCa for the rest (:mod:`facecast.fairness.intervals`); one method for all as an option.
 
 Thresholds: with thresholds from the run's own impostors (target FMRs), each replicate
 recomputes them from its own impostors; fixed thresholds stay fixed.
@@ -24,6 +25,7 @@ from tqdm import tqdm
 from facecast.evaluate.resample import identity_weights
 from facecast.fairness.auc import GroupedAUC
 from facecast.fairness.bias import bias_of, cell_index, codes_of, discrimination
+from facecast.fairness.intervals import interval_rows, jackknife_pair_weights
 from facecast.fairness.threshold import disparity_arrays
 
 
@@ -165,12 +167,17 @@ def replicate_metrics(prep: Prepared, weights: np.ndarray, *, targets: Sequence[
 def bootstrap(ann: pd.DataFrame, *, n_boot: int, seed: int, targets: Sequence[float],
               fixed_thresholds: Sequence[float] | None = None, alpha: float = 0.5,
               min_pairs: int = 1, min_groups: int = 2, confidence: float = 0.95,
-              chunk: int = 8) -> tuple[pd.DataFrame, pd.DataFrame]:
+              chunk: int = 8, interval: str = "auto", jackknife_blocks: int = 100
+              ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Identity-clustered bootstrap; returns ``(replicates, summary)``.
 
     ``replicates``: one row per replicate (``replicate`` + one column per metric).
     ``summary``: ``metric``, ``estimate`` (all pairs, unit weights), ``boot_mean``, ``se``,
-    ``lo``, ``hi`` (percentile interval at ``confidence``), ``n_boot``, ``n_identities``.
+    ``lo``, ``hi`` (the ``interval`` at ``confidence``: ``auto`` = basic for Bias, FDR and
+    GARBE, BCa - its acceleration from a delete-one-block jackknife over
+    ``jackknife_blocks`` identity blocks - for the rest; or one of them, or percentile, for
+    all: :mod:`facecast.fairness.intervals`), ``n_boot``, ``interval``, ``covers``,
+    ``note`` (e.g. the interval misses its estimate), ``n_identities``.
     """
     valid = ann["in_reference"].to_numpy(bool) | ann["in_cells"].to_numpy(bool)
     ann = ann.loc[valid].reset_index(drop=True)
@@ -185,17 +192,14 @@ def bootstrap(ann: pd.DataFrame, *, n_boot: int, seed: int, targets: Sequence[fl
                           total=-(-n_boot // chunk), desc="bootstrap chunks", mininterval=5)]
     replicates = pd.concat(reps, ignore_index=True) if reps else point.iloc[:0]
     replicates.insert(0, "replicate", np.arange(len(replicates)))
-    q = (1 - confidence) / 2
     n_ids = int(pd.concat([ann["identity_a"], ann["identity_b"]]).nunique())
-    rows = []
-    for metric in point.columns:
-        vals = replicates[metric].to_numpy(dtype=np.float64)
-        finite = vals[np.isfinite(vals)]
-        rows.append({
-            "metric": metric, "estimate": float(point[metric].iloc[0]),
-            "boot_mean": float(finite.mean()) if finite.size else np.nan,
-            "se": float(finite.std(ddof=1)) if finite.size > 1 else np.nan,
-            "lo": float(np.quantile(finite, q)) if finite.size else np.nan,
-            "hi": float(np.quantile(finite, 1 - q)) if finite.size else np.nan,
-            "n_boot": int(finite.size), "n_identities": n_ids})
-    return replicates, pd.DataFrame(rows)
+    jack = None
+    if interval in ("auto", "bca") and len(replicates):
+        jack = pd.concat([replicate_metrics(prep, w, **kw) for w in jackknife_pair_weights(
+            ann["identity_a"].to_numpy(), ann["identity_b"].to_numpy(), jackknife_blocks,
+            chunk)], ignore_index=True)
+    summary = interval_rows(point.iloc[0].to_dict(), replicates, method=interval,
+                            confidence=confidence, jackknife=jack,
+                            n_blocks=0 if jack is None else len(jack))
+    summary["n_identities"] = n_ids
+    return replicates, summary

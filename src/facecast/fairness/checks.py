@@ -37,6 +37,7 @@ from facecast.config.util import (
     protocol_names,
     section,
 )
+from facecast.fairness.race import source_columns
 from facecast.fairness.targets import demographics_skip_reason, section_enabled
 
 #: candidate columns per derived attribute, in order of preference
@@ -141,6 +142,13 @@ def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
                "labels: [female, male]}) or add age_gender to attributes.scorers")
         lines.append(f"fairness: skipped - no protected attribute (fairness.protected is "
                      f"empty and no column of this run can stand for one); {how}")
+    else:
+        base = str(section(fcfg, "leaderboard").get("baseline") or "")
+        lines.append("fairness: a figure comparing groups (Bias+/-, FDR, GARBE, ratios) needs "
+                     "two groups with usable pairs; with fewer it reads n/a (1 group: <g>) "
+                     "and the model has no leaderboard rank; leaderboard: "
+                     + (f"only models whose accuracy beats the baseline {base} rank" if base
+                        else "no baseline (fairness.leaderboard.baseline), no accuracy bar"))
     return lines + demographics_plan(config)
 
 
@@ -180,6 +188,12 @@ def name_errors(config: Mapping[str, Any]) -> list[str]:
     errors += _unknown("fairness.protocols", name_list(fcfg.get("protocols")), fprot,
                        "protocol", "benchmarks, lfw, evaluate.imports, fairness.imports "
                        "protocols")
+    base = str(section(fcfg, "leaderboard").get("baseline") or "")
+    known = name_list(fcfg.get("models")) or (embed_model_names(config) + score_models(config)
+                                              + name_list(imports))
+    if base and base not in known:
+        errors.append(f"fairness.leaderboard.baseline: {base!r} is not an assessed model; "
+                      f"known: {listing(known)}")
     dev = str(section(fcfg, "thresholds").get("from_protocol") or "")
     if dev and dev not in fprot:
         errors.append(f"fairness.thresholds.from_protocol: unknown protocol {dev!r}; known: "
@@ -218,7 +232,9 @@ def column_references(config: Mapping[str, Any]) -> list[tuple[str, str, list[st
     for part in ("protected", "legitimate"):
         for name, spec in section(fcfg, part).items():
             if isinstance(spec, Mapping) and "column" in spec:
-                refs.append((f"fairness.{part}.{name}.column", str(spec["column"]), fds))
+                # a derived race column (facecast.fairness.race) needs its seven sources
+                refs += [(f"fairness.{part}.{name}.column", c, fds)
+                         for c in source_columns([str(spec["column"])])]
     for name, spec in section(fcfg, "soft_attributes").items():
         for cat, col in section(spec, "categories").items():
             col = str(col)

@@ -5,8 +5,9 @@ bands on the ROC/DET and on the per-group FMR/FNMR curves.
 Writes into ``results/{ds}/demographics/{model}/{protocol}/``:
 
 =============================  ==============================================================
-``thresholds.parquet``         the global thresholds (``fairness.thresholds.fmr_targets`` on
-                               all impostors, accept iff score >= t; ``resolvable``)
+``thresholds.parquet``         the global thresholds (``demographics.fmr_targets`` on the
+                               impostors of ``demographics.global_pairs``, accept iff
+                               score >= t; ``resolvable``)
 ``cross_fmr.parquet/.csv``     FMR of impostor pairs group i x group j per attribute and
                                threshold, counts and intervals (:mod:`.cross_matrix`)
 ``cross_fmr.png``              annotated heatmaps
@@ -17,10 +18,25 @@ Writes into ``results/{ds}/demographics/{model}/{protocol}/``:
 ``rate_bands.parquet``         per-group FMR(t)/FNMR(t) with pointwise bands
 ``roc_bands.png``, ``rate_bands.png``: shaded bands
 =============================  ==============================================================
+
+The global threshold's pairs (``global_pairs``, :data:`GLOBAL_PAIRS`): ``all`` - every
+impostor pair, those across groups too (NIST's convention) - or ``same_group`` - the
+impostor pairs whose two images share a group, as BFW's own code keeps ``a1 == a2`` before
+it fits its threshold (visionjo/facerec-bias-bfw, ``code/experiments/
+find_best_thresholds.py``, ``five-fold-evaluation.py``). The job's config
+(:func:`facecast.fairness.targets.demographics_config`) gives ``same_group`` and BFW's
+five intended FMRs to a dataset of kind ``bfw``, ``all`` and ``fairness.thresholds.
+fmr_targets`` elsewhere. ``fairness.mixed_pairs: exclude`` leaves pairs across groups out
+of everything here (thresholds, matrices, bands). Pairs without a feature follow
+``evaluate.failed`` (:mod:`facecast.evaluate.failures`): under ``nonmatch`` they count
+(score ``-inf``: a false non-match when genuine, a correct reject when impostor) and are
+fitted on by no threshold; under ``drop`` they are left out. Either way the tables carry
+``n_failed`` (per group beside FMR and TAR: ``n_failed``, ``failed_rate``).
 """
 
 from __future__ import annotations
 
+import html
 import logging
 import os
 from collections.abc import Mapping
@@ -32,6 +48,7 @@ import pandas as pd
 from scipy.special import ndtri
 
 from facecast.evaluate.bands import group_rate_band_table, roc_band_table
+from facecast.evaluate.failures import DEFAULT_RULE, check_rule, rule_text
 from facecast.evaluate.metrics import far_resolvable
 from facecast.fairness.annotate import (
     attribute_names,
@@ -56,26 +73,113 @@ from facecast.report.html_tables import frame_html, write_html_page
 
 log = logging.getLogger(__name__)
 
+#: the values of ``demographics.global_pairs`` and what each fits the global threshold on
+GLOBAL_PAIRS = {"all": "every impostor pair, across groups too (NIST's convention)",
+                "same_group": "the impostor pairs whose two images share a group (BFW's "
+                              "own code: a1 == a2)"}
+
 
 def _write(df: pd.DataFrame, out: Path, stem: str, prov: Mapping[str, Any]) -> None:
     write_parquet(df, out / f"{stem}.parquet", provenance=prov)
     write_text(out / f"{stem}.csv", df.to_csv(index=False))
 
 
-def global_thresholds(scores: np.ndarray, labels: np.ndarray, targets: list[float]
+def global_thresholds(scores: np.ndarray, labels: np.ndarray, targets: list[float],
+                      fit: np.ndarray | None = None, global_pairs: str = "all"
                       ) -> pd.DataFrame:
-    """One row per target FMR: threshold over all impostors (accept iff score >= t)."""
-    imp = scores[~labels]
+    """One row per target FMR: the threshold over the impostors ``fit`` holds (None = all;
+    accept iff score >= t); ``global_pairs`` names the rule in its own column."""
+    keep = ~labels if fit is None else ~labels & np.asarray(fit, bool)
+    imp = scores[keep]
     rows = []
     for t in targets:
         thr = threshold_at_fmr(imp, t)
-        rows.append({"name": f"fmr={t:g}", "target_fmr": t, "threshold": thr,
-                     "n_impostor": int(imp.size),
+        rows.append({"name": f"fmr={t:g}", "target_fmr": t, "global_pairs": global_pairs,
+                     "threshold": thr, "n_impostor": int(imp.size),
                      "false_matches": int((imp >= thr).sum()) if imp.size else 0,
                      "resolvable": bool(far_resolvable(imp.size, t)),
                      "text": f"{thr:.4g}" if far_resolvable(imp.size, t)
                      else unresolved_note(imp.size)})
     return pd.DataFrame(rows)
+
+
+def annotated_pairs(scores_path: str | os.PathLike, attributes_path: str | os.PathLike,
+                    fairness_cfg: Mapping[str, Any], rule: str = DEFAULT_RULE
+                    ) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The valid pairs of a scores file with their groups, under the failure rule ``rule``
+    (module docstring; :func:`facecast.fairness.annotate.labelled_pairs`): a boolean
+    column ``failed``, score ``-inf`` where it holds under ``nonmatch``, gone under
+    ``drop``; pairs across groups gone under ``fairness.mixed_pairs: exclude``. Also the
+    counts: ``n_pairs``, ``n_failed``, per group the pairs and the failed pairs before
+    either rule (``group_pairs``, ``group_failed``), ``n_mixed_excluded``."""
+    check_rule(rule)
+    pairs = read_scored_pairs(scores_path)
+    ids = pd.concat([pairs["identity_a"], pairs["identity_b"]]).unique()
+    attrs = load_attributes(attributes_path, ids, spec_columns(fairness_cfg))
+    ann, _ = labelled_pairs(pairs, attrs, fairness_cfg, rule)
+    log.info("%d pairs, statuses %s", len(ann), ann["status"].value_counts().to_dict())
+    failed = ann["failed"].to_numpy(bool)
+    counted = ~ann["status"].isin(["bad_label", "held_out"]).to_numpy()
+    grp = ann["group"].where(ann["group"] != "mixed")
+    counts: dict[str, Any] = {
+        "n_pairs": int(counted.sum()), "n_failed": int((failed & counted).sum()),
+        "group_pairs": grp[counted].value_counts().to_dict(),
+        "group_failed": grp[counted & failed].value_counts().to_dict(),
+        "n_mixed_excluded": 0}
+    ann = valid_pairs(ann)
+    if fairness_cfg.get("mixed_pairs", "reference") == "exclude":
+        mixed = (ann["status"] == "mixed").to_numpy()
+        counts["n_mixed_excluded"] = int(mixed.sum())
+        log.info("fairness.mixed_pairs: exclude - %d pairs across groups left out of the "
+                 "thresholds, matrices and bands", int(mixed.sum()))
+        ann = ann.loc[~mixed].reset_index(drop=True)
+    return ann, counts
+
+
+def demographics_targets(cfg: Mapping[str, Any], fairness_cfg: Mapping[str, Any]
+                         ) -> list[float]:
+    """The intended FMRs: ``demographics.fmr_targets`` (the job's config fills it per
+    dataset kind), else ``fairness.thresholds.fmr_targets``, else 1e-3 and 1e-4."""
+    listed = cfg.get("fmr_targets") or ((fairness_cfg.get("thresholds") or {})
+                                        .get("fmr_targets")) or [1e-3, 1e-4]
+    return [float(t) for t in listed]
+
+
+def _matrices(ann: pd.DataFrame, thr: pd.DataFrame, cfg: Mapping[str, Any],
+              fairness_cfg: Mapping[str, Any], conf: float, method: str) -> pd.DataFrame:
+    """The cross-demographic impostor FMR matrices of ``matrix_attributes`` (all
+    attributes when empty), values in their configured order, at the global thresholds."""
+    attrs_wanted = list(cfg.get("matrix_attributes") or attribute_names(fairness_cfg))
+    orders = {}
+    for a in attrs_wanted:
+        seen = pd.unique(pd.concat([ann[f"{a}_a"], ann[f"{a}_b"]]).dropna())
+        orders[a] = value_order(fairness_cfg, a, list(seen))
+    return cross_matrices(ann, attrs_wanted, thr, orders, confidence=conf, method=method)
+
+
+def _labelled(gt: pd.DataFrame, global_pairs: str, counts: Mapping[str, Any]
+              ) -> pd.DataFrame:
+    """The per-group table with the rule of its global threshold, each group's pairs
+    without a feature counted before either failure rule (under ``drop`` they are gone
+    from the fits and rates) and the deviation's text."""
+    if not len(gt):
+        return gt
+    gt = gt.copy()
+    gt.insert(2, "global_pairs", global_pairs)
+    n_grp = gt["group"].map(counts["group_pairs"]).fillna(0).astype(int)
+    gt["n_failed"] = gt["group"].map(counts["group_failed"]).fillna(0).astype(int)
+    gt["failed_rate"] = (gt["n_failed"] / n_grp.where(n_grp > 0)).astype(float)
+    gt["text"] = [f"{d:+.3g}" if r else unresolved_note(n) for d, r, n in
+                  zip(gt["deviation_group"], gt["resolvable"], gt["n_impostor"], strict=True)]
+    return gt
+
+
+def _log_global(thr: pd.DataFrame, global_pairs: str) -> None:
+    """Say which impostors the global thresholds are fitted on, and which are n/a."""
+    for _, r in thr[~thr["resolvable"]].iterrows():
+        log.warning("global threshold at FMR %g: %s", r["target_fmr"], r["text"])
+    log.info("global thresholds fitted on %s: %d impostors", GLOBAL_PAIRS[global_pairs],
+             int(thr["n_impostor"].iloc[0]) if len(thr) else 0)
 
 
 def run_demographics(scores_path: str | os.PathLike, attributes_path: str | os.PathLike,
@@ -85,51 +189,44 @@ def run_demographics(scores_path: str | os.PathLike, attributes_path: str | os.P
     """Every output listed in the module docstring; returns a small summary dict."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    rule = str(cfg.get("failed", DEFAULT_RULE))
+    global_pairs = str(cfg.get("global_pairs") or "all")
+    if global_pairs not in GLOBAL_PAIRS:
+        raise ValueError(f"demographics.global_pairs must be one of {list(GLOBAL_PAIRS)}, "
+                         f"got {global_pairs!r}")
     prov = {**dict(provenance or {}), "stage": "demographics", "model": model,
-            "protocol": protocol}
-    pairs = read_scored_pairs(scores_path)
-    ids = pd.concat([pairs["identity_a"], pairs["identity_b"]]).unique()
-    attrs = load_attributes(attributes_path, ids, spec_columns(fairness_cfg))
-    ann, _ = labelled_pairs(pairs, attrs, fairness_cfg)
-    log.info("%s/%s: %d pairs, statuses %s", model, protocol, len(ann),
-             ann["status"].value_counts().to_dict())
-    ann = valid_pairs(ann)
+            "protocol": protocol, "global_pairs": global_pairs, "failed": rule}
+    ann, counts = annotated_pairs(scores_path, attributes_path, fairness_cfg, rule)
+    log.info("%s/%s: %s", model, protocol, counts)
     s = ann["score"].to_numpy(np.float64)
     y = ann["label"].to_numpy().astype(bool)
+    failed = ann["failed"].to_numpy(bool)
     conf = float(fairness_cfg.get("confidence", 0.95))
     method = str(fairness_cfg.get("interval", "wilson"))
-    targets = [float(t) for t in ((fairness_cfg.get("thresholds") or {})
-                                  .get("fmr_targets") or [1e-3, 1e-4])]
-    thr = global_thresholds(s, y, targets)
-    for _, r in thr[~thr["resolvable"]].iterrows():
-        log.warning("global threshold at FMR %g: %s", r["target_fmr"], r["text"])
+    targets = demographics_targets(cfg, fairness_cfg)
+    group = np.where(ann["status"].to_numpy(object) == "mixed", None,
+                     ann["group"].to_numpy(object))
+    in_global = pd.notna(group) if global_pairs == "same_group" else np.ones(len(s), bool)
+    thr = global_thresholds(s, y, targets, in_global & ~failed, global_pairs)
+    thr["n_failed"] = counts["n_failed"]
+    _log_global(thr, global_pairs)
     write_parquet(thr, out / "thresholds.parquet", provenance=prov)
 
     # 1. cross-demographic impostor FMR matrices
-    attrs_wanted = list(cfg.get("matrix_attributes") or attribute_names(fairness_cfg))
-    orders = {}
-    for a in attrs_wanted:
-        col = "group" if a == "group" else a
-        seen = pd.unique(pd.concat([ann[f"{col}_a"], ann[f"{col}_b"]]).dropna())
-        orders[a] = value_order(fairness_cfg, a, list(seen))
-    matrix = cross_matrices(ann, attrs_wanted, thr, orders, confidence=conf, method=method)
+    matrix = _matrices(ann, thr, cfg, fairness_cfg, conf, method)
     _write(matrix, out, "cross_fmr", prov)
     plot_matrices(matrix, out / "cross_fmr.png", f"{model} on {protocol}: impostor FMR")
 
     # 2. per-group thresholds
-    group = np.where(ann["status"].to_numpy(object) == "mixed", None,
-                     ann["group"].to_numpy(object))
     folds = ann["fold"].astype(str).to_numpy() if "fold" in ann.columns else None
     n_boot = int(cfg.get("n_boot", 50))
     seed = int(seed)
     gt = group_threshold_table(s, y, group, targets, folds=folds,
                                identity_a=ann["identity_a"].to_numpy(),
                                identity_b=ann["identity_b"].to_numpy(), n_boot=n_boot,
-                               seed=seed, confidence=conf)
-    if len(gt):
-        gt["text"] = [f"{d:+.3g}" if r else unresolved_note(n) for d, r, n in
-                      zip(gt["deviation_group"], gt["resolvable"], gt["n_impostor"],
-                          strict=True)]
+                               seed=seed, confidence=conf, global_mask=in_global,
+                               failed=failed)
+    gt = _labelled(gt, global_pairs, counts)
     _write(gt, out, "group_thresholds", prov)
     plot_deviation(gt, out / "group_thresholds.png",
                    f"{model} on {protocol}: deviation from the intended FMR")
@@ -140,27 +237,40 @@ def run_demographics(scores_path: str | os.PathLike, attributes_path: str | os.P
     roc = roc_band_table(s, y, ann["identity_a"].to_numpy(), ann["identity_b"].to_numpy(),
                          fars=fars, n_boot=n_boot, seed=seed, confidence=conf)
     _write(roc, out, "roc_bands", prov)
-    grid = np.unique(np.quantile(s, np.linspace(0, 1, int(cfg.get("band_points", 41)))))
+    grid = np.unique(np.quantile(s[np.isfinite(s)] if np.isfinite(s).any() else [0.0],
+                                 np.linspace(0, 1, int(cfg.get("band_points", 41)))))
     rates = group_rate_band_table(s, y, group, ann["identity_a"].to_numpy(),
                                   ann["identity_b"].to_numpy(), thresholds=grid,
                                   n_boot=n_boot, seed=seed, confidence=conf)
     write_parquet(rates, out / "rate_bands.parquet", provenance=prov)
-    write_html_page(out / "tables.html", f"Demographics: {model} on {protocol}", [
-        "<p>Accept iff score >= threshold. Global thresholds from all impostor pairs; "
-        "n/a where the protocol has fewer than 1/FMR impostors.</p>",
-        frame_html(thr, caption="global thresholds"),
-        frame_html(gt, caption="per-group thresholds: deviation (FMR_s - f*)/f* under the "
-                   "global and the per-group threshold, TAR, cross-validated (_cv), "
-                   "bootstrap interval (_lo/_hi)"),
-        frame_html(matrix[["attribute", "threshold_name", "value_i", "value_j", "fmr",
-                           "fmr_lo", "fmr_hi", "fmr_text"]],
-                   caption="cross-demographic impostor FMR (false matches / impostors)"),
-        frame_html(roc, caption="TAR at FAR with pointwise 95 % bootstrap bands")])
+    _write_page(out / "tables.html", f"Demographics: {model} on {protocol}", thr, gt,
+                matrix, roc, global_pairs, rule_text(rule, counts["n_failed"]))
     plot_roc_bands(roc, out / "roc_bands.png", f"{model} on {protocol}")
     plot_rate_bands(rates, thr, out / "rate_bands.png", f"{model} on {protocol}")
     return {"model": model, "protocol": protocol, "n_pairs": len(ann),
             "n_matrix_cells": len(matrix), "n_groups": int(gt["group"].nunique())
             if len(gt) else 0}
+
+
+def _write_page(path: Path, title: str, thr: pd.DataFrame, gt: pd.DataFrame,
+                matrix: pd.DataFrame, roc: pd.DataFrame, global_pairs: str, failed: str
+                ) -> None:
+    """``tables.html``: the rule of the global threshold and of failed pairs, then the
+    tables."""
+    write_html_page(path, title, [
+        "<p>" + html.escape(
+            f"Accept iff score >= threshold. Global thresholds (demographics.global_pairs: "
+            f"{global_pairs}) from {GLOBAL_PAIRS[global_pairs]}; n/a where they are fewer "
+            f"than 1/FMR. {failed}") + "</p>",
+        frame_html(thr, caption="global thresholds"),
+        frame_html(gt, caption="per-group thresholds: deviation (FMR_s - f*)/f* under the "
+                   "global and the per-group threshold, TAR, cross-validated (_cv), "
+                   "bootstrap interval (_lo/_hi); n_failed / failed_rate: the group's pairs "
+                   "without a feature"),
+        frame_html(matrix[["attribute", "threshold_name", "value_i", "value_j", "fmr",
+                           "fmr_lo", "fmr_hi", "fmr_text"]],
+                   caption="cross-demographic impostor FMR (false matches / impostors)"),
+        frame_html(roc, caption="TAR at FAR with pointwise 95 % bootstrap bands")])
 
 
 def plot_roc_bands(roc: pd.DataFrame, path: str | os.PathLike, title: str) -> None:

@@ -6,7 +6,11 @@ impostor scores is ``t = inf{t : FMR(t) <= f*}``; with ``>=`` the infimum is not
 so facecast uses the next float above the ``(floor(f* n) + 1)``-th highest impostor score
 (the lowest representable threshold meeting the target). Per protected group s (pairs
 whose two images share s): ``t_s`` from the group's impostors, next to the global ``t``
-from all impostors. Per group and target:
+from the impostors of the global set (``global_mask``: every impostor - NIST's convention -
+or, as BFW's own code does, the impostor pairs whose two images share a subgroup,
+``a1 == a2``; :mod:`facecast.fairness.demographics` chooses). Pairs without a feature
+(``failed``) take part in the rates (at ``-inf``: rejected by every threshold) but in no
+fit. Per group and target:
 
 * ``deviation = (FMR_s(t) - f*) / f*`` under the global and under the per-group threshold
   (BFW's "deviation from the intended FMR"), and ``TAR_s`` under each;
@@ -112,28 +116,38 @@ def group_threshold_table(scores: np.ndarray, labels: np.ndarray, group: np.ndar
                           targets: Sequence[float], *, folds: np.ndarray | None = None,
                           identity_a: np.ndarray | None = None,
                           identity_b: np.ndarray | None = None, n_boot: int = 0,
-                          seed: int = 0, confidence: float = 0.95) -> pd.DataFrame:
+                          seed: int = 0, confidence: float = 0.95,
+                          global_mask: np.ndarray | None = None,
+                          failed: np.ndarray | None = None) -> pd.DataFrame:
     """One row per (target FMR, group) - see the module docstring.
 
     ``group``: each pair's group (None for mixed or unknown pairs: they count for the
-    global threshold only). Columns: ``target_fmr``, ``group``, ``n_impostor``,
-    ``n_genuine``, ``resolvable``, ``global_threshold``, ``group_threshold``,
-    ``fmr_global``, ``fmr_group``, ``deviation_global``, ``deviation_group``,
-    ``tar_global``, ``tar_group``, the cross-validated ``*_cv`` counterparts (when
-    ``folds`` has two or more folds), ``deviation_*_lo/hi`` (bootstrap) and ``n_boot``.
-    Every threshold of a set of scores comes from one sort of it (all targets at once).
+    global threshold only, and only where ``global_mask`` holds them). ``global_mask``:
+    the pairs whose impostors set the global threshold (None = every pair). ``failed``:
+    pairs without a feature (their score ``-inf``): counted in every rate, fitted on by no
+    threshold. Columns: ``target_fmr``, ``group``, ``n_impostor``, ``n_genuine``,
+    ``n_failed``, ``failed_rate`` (the group's pairs without a feature / its pairs),
+    ``resolvable``, ``n_impostor_global`` (impostors the global threshold is fitted on),
+    ``global_threshold``, ``group_threshold``, ``fmr_global``, ``fmr_group``,
+    ``deviation_global``, ``deviation_group``, ``tar_global``, ``tar_group``, the
+    cross-validated ``*_cv`` counterparts (when ``folds`` has two or more folds),
+    ``deviation_*_lo/hi`` (bootstrap) and ``n_boot``. Every threshold of a set of scores
+    comes from one sort of it (all targets at once).
     """
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels).astype(bool)
     g = np.asarray(group, dtype=object)
+    bad = np.zeros(len(s), bool) if failed is None else np.asarray(failed, bool)
+    fit_glob = ~y & ~bad & (np.ones(len(s), bool) if global_mask is None
+                            else np.asarray(global_mask, bool))
     names = sorted({str(x) for x in g[pd.notna(g)]})
     targets = [float(t) for t in targets]
     fold_names = sorted(set(np.asarray(folds).astype(str))) if folds is not None else []
     f_arr = np.asarray(folds).astype(str) if folds is not None else None
-    t_glob = thresholds_at_fmr(s[~y], targets)
+    t_glob = thresholds_at_fmr(s[fit_glob], targets)
     members = {name: g == name for name in names}
-    t_grp = {name: thresholds_at_fmr(s[m & ~y], targets) for name, m in members.items()}
-    cv = (_cross_validated(s, y, g, f_arr, fold_names, names, targets)
+    t_grp = {name: thresholds_at_fmr(s[m & ~y & ~bad], targets) for name, m in members.items()}
+    cv = (_cross_validated(s, y, g, f_arr, fold_names, names, targets, fit_glob, bad)
           if len(fold_names) >= 2 else {})
     rows = []
     for i, target in enumerate(targets):
@@ -141,8 +155,12 @@ def group_threshold_table(scores: np.ndarray, labels: np.ndarray, group: np.ndar
             m = members[name]
             ms, my = s[m], y[m]
             n_imp, n_gen = int((~my).sum()), int(my.sum())
+            n_bad = int(bad[m].sum())
             row = {"target_fmr": target, "group": name, "n_impostor": n_imp,
-                   "n_genuine": n_gen, "resolvable": bool(far_resolvable(n_imp, target)),
+                   "n_genuine": n_gen, "n_failed": n_bad,
+                   "failed_rate": n_bad / len(ms) if len(ms) else np.nan,
+                   "resolvable": bool(far_resolvable(n_imp, target)),
+                   "n_impostor_global": int(fit_glob.sum()),
                    "global_threshold": float(t_glob[i]),
                    "group_threshold": float(t_grp[name][i])}
             for key, t in (("global", t_glob[i]), ("group", t_grp[name][i])):
@@ -157,18 +175,21 @@ def group_threshold_table(scores: np.ndarray, labels: np.ndarray, group: np.ndar
     out = pd.DataFrame(rows)
     if n_boot > 0 and identity_a is not None and len(out):
         out = _bootstrap(out, s, y, g, names, targets, identity_a, identity_b, n_boot, seed,
-                         confidence)
+                         confidence, fit_glob, bad)
     out["n_boot"] = int(n_boot)
     return out
 
 
 def _cross_validated(s: np.ndarray, y: np.ndarray, g: np.ndarray, folds: np.ndarray,
                      fold_names: Sequence[str], names: Sequence[str],
-                     targets: Sequence[float]) -> dict[tuple[str, int], dict]:
-    """Per (group, target index): thresholds fitted on the other folds, rates counted on
-    the held-out fold, pooled over the folds. A threshold without training impostors
+                     targets: Sequence[float], fit_glob: np.ndarray, bad: np.ndarray
+                     ) -> dict[tuple[str, int], dict]:
+    """Per (group, target index): thresholds fitted on the other folds (the global one on
+    their ``fit_glob`` impostors, a group's on its impostors with a feature), rates counted
+    on the held-out fold, pooled over the folds. A threshold without training impostors
     decides nothing and counts as rejecting."""
-    train_glob = {f: thresholds_at_fmr(s[(folds != f) & ~y], targets) for f in fold_names}
+    train_glob = {f: thresholds_at_fmr(s[(folds != f) & fit_glob], targets)
+                  for f in fold_names}
     out = {}
     for name in names:
         in_g = g == name
@@ -176,7 +197,7 @@ def _cross_validated(s: np.ndarray, y: np.ndarray, g: np.ndarray, folds: np.ndar
         ta = {k: np.zeros(len(targets), np.int64) for k in ("global", "group")}
         ni = ng = 0
         for f in fold_names:
-            t_grp = thresholds_at_fmr(s[(folds != f) & ~y & in_g], targets)
+            t_grp = thresholds_at_fmr(s[(folds != f) & ~y & ~bad & in_g], targets)
             m = (folds == f) & in_g
             imp, gen = np.sort(s[m & ~y]), np.sort(s[m & y])
             for key, t in (("global", train_glob[f]), ("group", t_grp)):
@@ -200,23 +221,27 @@ def _cross_validated(s: np.ndarray, y: np.ndarray, g: np.ndarray, folds: np.ndar
 
 def _bootstrap(out: pd.DataFrame, s: np.ndarray, y: np.ndarray, g: np.ndarray,
                names: Sequence[str], targets: Sequence[float], identity_a: np.ndarray,
-               identity_b: np.ndarray, n_boot: int, seed: int, confidence: float
-               ) -> pd.DataFrame:
-    """Deviation intervals: every replicate re-fits the global and the per-group
-    thresholds on its weights (each impostor subset sorted once for all replicates)."""
+               identity_b: np.ndarray, n_boot: int, seed: int, confidence: float,
+               fit_glob: np.ndarray, bad: np.ndarray) -> pd.DataFrame:
+    """Deviation intervals: every replicate re-fits the global threshold (on its
+    ``fit_glob`` impostors) and the per-group thresholds (on the group's impostors with a
+    feature) on its weights; each impostor subset is sorted once for all replicates."""
     imp = ~y
-    glob = _Ranked(s[imp])
+    glob = _Ranked(s[fit_glob])
     sub = {name: (g == name) & imp for name in names}
     ranked = {name: _Ranked(s[m]) for name, m in sub.items()}
+    fit = {name: (_Ranked(s[m & ~bad]) if bad[m].any() else ranked[name])
+           for name, m in sub.items()}
     reps = {(i, n, k): [] for i in range(len(targets)) for n in names
             for k in ("global", "group")}
     for w in replicate_weights(identity_a, identity_b, n_boot, seed):
-        t_glob = glob.thresholds(glob.weights(w[:, imp]), targets)
+        t_glob = glob.thresholds(glob.weights(w[:, fit_glob]), targets)
         for name in names:
             r = ranked[name]
             wu = r.weights(w[:, sub[name]])
             total = wu.sum(axis=1)
-            t_own = r.thresholds(wu, targets)
+            t_own = (r.thresholds(wu, targets) if fit[name] is r else
+                     fit[name].thresholds(fit[name].weights(w[:, sub[name] & ~bad]), targets))
             for i, target in enumerate(targets):
                 for key, t in (("global", t_glob[:, i]), ("group", t_own[:, i])):
                     reps[(i, name, key)].append(_deviation(r.at_least(wu, t), total, target))

@@ -44,6 +44,8 @@ STATUS_MESSAGES = {
     "missing_protected": "a protected attribute value is missing",
     "missing_legitimate": "a legitimate attribute value is missing",
     "bad_score": "score is missing or not finite",
+    "no_feature": "an image has no feature (no face, decode error, no embedding): left out "
+                  "(evaluate.failed: drop)",
     "bad_label": "label is not 0 or 1",
     "held_out": "outside evaluate's test (a held-out fold such as val): counted nowhere, "
                 "as evaluate counts it nowhere",
@@ -230,7 +232,10 @@ def annotate_pairs(pairs: pd.DataFrame, labels: pd.DataFrame,
     ``in_reference`` (the pair counts among "all positives/negatives" and in accuracy).
     ``mixed_pairs='reference'`` keeps mixed pairs in the reference sets; ``'exclude'``
     drops them from everything. Pairs with a bad score or label, and pairs outside
-    evaluate's test (``eval_fold`` ``""``: a held-out ``val`` fold), are in nothing.
+    evaluate's test (``eval_fold`` ``""``: a held-out ``val`` fold), are in nothing. A pair
+    with ``failed`` True and score ``-inf`` (a pair without a feature under
+    ``evaluate.failed: nonmatch``, :func:`facecast.fairness.annotate.with_failures`) is a
+    comparison like any other.
     """
     if mixed_pairs not in ("reference", "exclude"):
         raise ValueError(f"mixed_pairs must be 'reference' or 'exclude', got {mixed_pairs!r}")
@@ -288,7 +293,11 @@ def annotate_pairs(pairs: pd.DataFrame, labels: pd.DataFrame,
     status[both & ~same] = "mixed"
     status[~(known_a & known_b)] = "missing_image"
     status[~np.isin(label, (0.0, 1.0))] = "bad_label"
-    status[~np.isfinite(score)] = "bad_score"
+    # a pair without a feature (column failed, facecast.evaluate.failures) is a comparison
+    # at score -inf, never a bad score
+    failed = (out["failed"].to_numpy(bool) if "failed" in out.columns
+              else np.zeros(len(out), bool))
+    status[~np.isfinite(score) & ~(failed & (score == -np.inf))] = "bad_score"
     if EVAL_FOLD in out.columns:  # evaluate's pairs only (facecast.evaluate.folds)
         status[out[EVAL_FOLD].astype(str).to_numpy() == ""] = "held_out"
     out["status"] = status

@@ -9,6 +9,12 @@ pairs, so a system may write either order.
 Import keeps every row of the pair file: a pair without a prediction gets a NaN score and
 ``status = missing_score``; a duplicated prediction is an error (ambiguous); predictions for
 pairs not in the pair file are reported in the log and dropped.
+
+A pair without a feature (no face, decode error, no embedding) is written with the score
+``-inf`` (under both values of ``evaluate.failed``: the file carries every comparison of
+the test), and a ``-inf`` read back is such a pair (status ``no_feature``, score NaN), so
+import(export(x)) counts it by the same failure rule
+(:mod:`facecast.evaluate.failures`). Neither is a ``bad_score``.
 """
 
 from __future__ import annotations
@@ -79,10 +85,13 @@ def read_interchange(predictions: str | os.PathLike, pairs: str | os.PathLike,
         out["identity_b"] = out["image_b"].to_numpy(object)
     out["label"] = pd.to_numeric(truth[label_column], errors="coerce").astype("Int64")
     out["fold"] = "all"
-    out["score"] = truth_key.map(score_of).to_numpy(np.float64)
+    score = truth_key.map(score_of).to_numpy(np.float64)
     has = truth_key.isin(pred_key).to_numpy()
-    out["status"] = np.where(has, "ok", "missing_score")
-    out["message"] = np.where(has, "", "no prediction for this pair")
+    none = has & (score == -np.inf)  # the system had no feature for an image of the pair
+    out["score"] = np.where(none, np.nan, score)
+    out["status"] = np.where(none, "no_feature", np.where(has, "ok", "missing_score"))
+    out["message"] = np.where(none, "score -inf: an image without a feature",
+                              np.where(has, "", "no prediction for this pair"))
     return out
 
 
@@ -91,16 +100,20 @@ def write_interchange(pairs: pd.DataFrame, predictions: str | os.PathLike,
                       label_column: str = "LABEL") -> None:
     """Write scored pairs as challenge CSVs (predictions, and the pair file with labels).
 
-    Scores are written with full float precision (``repr``), so import(export(x)) == x.
-    Pairs outside evaluate's test (``eval_fold`` ``""``: a held-out ``val`` fold) are not
-    written: the files carry the pairs every facecast figure of the protocol counts.
+    Scores are written with full float precision (``repr``), so import(export(x)) == x;
+    a pair without a feature (column ``failed``) as ``-inf``. Pairs outside evaluate's test
+    (``eval_fold`` ``""``: a held-out ``val`` fold) are not written: the files carry the
+    comparisons of the protocol's test.
     """
     if EVAL_FOLD in pairs.columns:
         pairs = pairs[pairs[EVAL_FOLD].astype(str).to_numpy() != ""]
     Path(predictions).parent.mkdir(parents=True, exist_ok=True)
     pred = pd.DataFrame({ID1: pairs["image_a"].astype(str).to_numpy(),
                          ID2: pairs["image_b"].astype(str).to_numpy(),
-                         SCORE: pairs["score"].to_numpy(np.float64)})
+                         SCORE: np.where(pairs["failed"].to_numpy(bool), -np.inf,
+                                         pairs["score"].to_numpy(np.float64))
+                         if "failed" in pairs.columns
+                         else pairs["score"].to_numpy(np.float64)})
     write_text(predictions, pred.to_csv(index=False, float_format="%.17g"))
     if pair_file is not None:
         truth = pd.DataFrame({ID1: pred[ID1], ID2: pred[ID2],

@@ -10,6 +10,7 @@ in :mod:`facecast.fairness.demographics`).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,10 +23,14 @@ from facecast.fairness.bfw_table import write_bfw_table
 from facecast.fairness.demographics import run_demographics
 from facecast.fairness.estimator_trust import run_fairness
 from facecast.fairness.interchange import read_interchange
-from facecast.fairness.tables import leaderboard, most_discriminated_across_models, to_markdown
+from facecast.fairness.leaderboard import COLUMNS as BOARD_COLUMNS
+from facecast.fairness.leaderboard import rank_models, rule_text
+from facecast.fairness.tables import most_discriminated_across_models, to_markdown
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.report.html_tables import write_markdown_html
+
+log = logging.getLogger(__name__)
 
 __all__ = ["OUTPUT_FILES", "import_scores", "run_demographics", "run_fairness",
            "run_leaderboard", "write_bfw_table"]
@@ -33,8 +38,11 @@ __all__ = ["OUTPUT_FILES", "import_scores", "run_demographics", "run_fairness",
 
 def run_leaderboard(summary_paths: Sequence[str | os.PathLike],
                     groups_paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
-                    protocol: str, provenance: Mapping[str, Any] | None = None) -> pd.DataFrame:
-    """Rank every model of a dataset on one protocol; write leaderboard and Table A8.
+                    protocol: str, provenance: Mapping[str, Any] | None = None,
+                    baseline: str = "") -> pd.DataFrame:
+    """Rank every model of a dataset on one protocol by the FairFace 2020 challenge's rule
+    (:mod:`facecast.fairness.leaderboard`: only models above the ``baseline``'s accuracy,
+    none whose fairness figures are n/a); write leaderboard and Table A8.
 
     Writes ``leaderboard.parquet/.csv/.md/.html`` and ``most_discriminated.parquet/.csv`` under
     ``out_dir`` (``results/{ds}/fairness/leaderboard/{protocol}/``).
@@ -43,7 +51,11 @@ def run_leaderboard(summary_paths: Sequence[str | os.PathLike],
     out.mkdir(parents=True, exist_ok=True)
     prov = {**dict(provenance or {}), "stage": "fairness", "protocol": protocol}
     summaries = pd.concat([read_parquet(p) for p in summary_paths], ignore_index=True)
-    board = leaderboard(summaries)
+    absent = bool(baseline) and baseline not in set(summaries["model"].astype(str))
+    if absent:
+        log.warning("leaderboard %s: baseline %s has no summary on this protocol: no "
+                    "accuracy bar", protocol, baseline)
+    board = rank_models(summaries, "" if absent else baseline)
     group_frames = []
     for spath, gpath in zip(summary_paths, groups_paths, strict=True):
         model = str(read_parquet(spath)["model"].iloc[0])
@@ -57,11 +69,10 @@ def run_leaderboard(summary_paths: Sequence[str | os.PathLike],
     a8 = most_discriminated_across_models(groups)
     write_frame(board, out, "leaderboard", prov)
     write_frame(a8, out, "most_discriminated", prov)
-    cols = ["place", "model", "bias_pos", "bias_neg", "accuracy", "rank_bias_pos",
-            "rank_bias_neg", "rank_accuracy", "mean_rank"]
     text = [f"# Fairness leaderboard: {protocol}", "",
-            "Models ranked by the mean of their ranks on Bias+ and Bias- (lower is better) "
-            "and accuracy (AUC, higher is better).", "", to_markdown(board, cols),
+            rule_text("" if absent else baseline), "",
+            to_markdown(board.astype({"place": object}).fillna({"place": "no rank"}),
+                        [c for c in BOARD_COLUMNS if c in board.columns]),
             "## How often each group is the most discriminated (Table A8, across models)",
             "", to_markdown(a8)]
     write_text(out / "leaderboard.md", "\n".join(text))

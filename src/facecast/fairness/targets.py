@@ -17,8 +17,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from facecast.config.fair_sets import BFW_PROTOCOL, kind_of, score_models, score_only
+from facecast.config.fair_sets import (
+    BFW_FMR_TARGETS,
+    BFW_PROTOCOL,
+    kind_of,
+    score_models,
+    score_only,
+)
 from facecast.config.util import name_list
+from facecast.evaluate.failures import rule_of
 from facecast.evaluate.targets import (
     eval_benchmarks,
     eval_models,
@@ -198,6 +205,24 @@ def demographics_targets(config: Mapping[str, Any], ds: str) -> list[str]:
             for m in section_models(config, "demographics")
             for p in section_protocols(config, "demographics")
             if protocol_applies(config, ds, p) and model_applies(config, ds, m, p)]
+
+
+def demographics_config(config: Mapping[str, Any], ds: str) -> dict[str, Any]:
+    """The ``demographics`` section one job of dataset ``ds`` reads (the rule's params),
+    with the keys whose default depends on the dataset filled in: ``global_pairs``
+    (``same_group`` for kind ``bfw`` - BFW's own code fits its threshold on ``a1 == a2``
+    pairs - else ``all``), ``fmr_targets`` (BFW's five for kind ``bfw``, else
+    ``fairness.thresholds.fmr_targets``) and ``failed`` (``evaluate.failed``)."""
+    out = dict(config.get("demographics") or {})
+    bfw = kind_of(config, ds) == "bfw"
+    if not out.get("global_pairs"):
+        out["global_pairs"] = "same_group" if bfw else "all"
+    if not out.get("fmr_targets"):
+        fair = (config.get("fairness") or {}).get("thresholds") or {}
+        out["fmr_targets"] = (list(BFW_FMR_TARGETS) if bfw else
+                              list(fair.get("fmr_targets") or [1e-3, 1e-4]))
+    out["failed"] = rule_of(config)
+    return out
 
 
 def demographics_report_kw(caption: str, name: str) -> dict[str, Any]:

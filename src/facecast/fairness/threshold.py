@@ -173,6 +173,24 @@ def group_rates(scores: np.ndarray, labels: np.ndarray, group: np.ndarray,
     return out[cols]
 
 
+def group_failures(group: np.ndarray, failed: np.ndarray) -> pd.DataFrame:
+    """Per group (pairs with group None ignored): ``n_pairs``, ``n_failed`` (pairs with an
+    image without a feature: no face, decode error, no embedding) and ``fte``, the
+    failure-to-extract rate at the pair level (``n_failed / n_pairs``). It stands beside
+    FMR and FNMR: a system that misses more faces of one group is biased in its own right,
+    whatever ``evaluate.failed`` does with those pairs."""
+    g = pd.Series(np.asarray(group, dtype=object))
+    keep = g.notna().to_numpy()
+    frame = pd.DataFrame({"group": g[keep].astype(str).to_numpy(),
+                          "failed": np.asarray(failed, bool)[keep]})
+    out = frame.groupby("group", sort=True)["failed"].agg(["size", "sum"]).reset_index()
+    out.columns = ["group", "n_pairs", "n_failed"]
+    out["n_pairs"] = out["n_pairs"].astype(np.int64)
+    out["n_failed"] = out["n_failed"].astype(np.int64)
+    out["fte"] = out["n_failed"] / out["n_pairs"]
+    return out
+
+
 def _ratio(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         r = hi / lo

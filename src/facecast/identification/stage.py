@@ -4,7 +4,9 @@ Writes into ``results/{ds}/identification/{model}/``:
 
 =========================  =================================================================
 ``protocol.parquet``       every pool image with its role (gallery / mated / nonmated /
-                           unused + reason; images without an embedding are unused)
+                           unused + reason) and ``failed`` (no embedding: under
+                           ``evaluate.failed: nonmatch`` it keeps its role and its
+                           searches are misses; under ``drop`` it is unused)
 ``searches.parquet``       one row per probe: identity, group, mate rank and score, top-k
                            candidate ids and scores
 ``cmc.parquet/.csv``       identification rate at ranks R, overall and per group
@@ -13,6 +15,9 @@ Writes into ``results/{ds}/identification/{model}/``:
 ``det.parquet``            identification DET (FPIR vs FNIR over T), overall and per group
 ``cmc.png``, ``det.png``   plots
 =========================  =================================================================
+
+Entries without a feature count by the one failure rule (:mod:`facecast.identification.misses`);
+the CMC and FNIR tables count them (``n_failed``) and the page names the rule.
 """
 
 from __future__ import annotations
@@ -27,10 +32,13 @@ import numpy as np
 import pandas as pd
 
 from facecast.embed.read import load_embeddings
+from facecast.evaluate.failures import DEFAULT_RULE, check_rule, rule_text
+from facecast.faces.cuda_fp32 import cuda_fp32
 from facecast.fairness.annotate import spec_columns
 from facecast.fairness.assess import load_attributes
 from facecast.fairness.groups import image_labels, parse_specs
 from facecast.identification.metrics import cmc, det_curve, fnir, fnir_at_fpir, fpir
+from facecast.identification.misses import search_with_misses
 from facecast.identification.protocol import build_protocol, protocol_counts
 from facecast.identification.search import SearchResult, search
 from facecast.io.atomic import write_text
@@ -51,14 +59,16 @@ def _write(df: pd.DataFrame, out: Path, stem: str, prov: Mapping[str, Any],
 def run_identification(pool_path: str | os.PathLike, embed_paths: Sequence[str | os.PathLike],
                        attributes_path: str | os.PathLike, out_dir: str | os.PathLike,
                        cfg: Mapping[str, Any], fairness_cfg: Mapping[str, Any], *,
-                       model: str, seed: int,
+                       model: str, seed: int, failed: str = DEFAULT_RULE,
                        provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Every identification output for one model (see the module docstring)."""
+    """Every identification output for one model (see the module docstring); ``failed``
+    is the failure rule (``evaluate.failed``)."""
+    check_rule(failed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     prov = {**dict(provenance or {}), "stage": "identification", "model": model}
     proto = _protocol(pool_path, cfg, seed)
-    ids, emb = _used_embeddings(proto, embed_paths)
+    ids, emb = _used_embeddings(proto, embed_paths, failed)
     log.info("protocol: %s", protocol_counts(proto))
     write_parquet(proto, out / "protocol.parquet", provenance=prov)
     gal, probes = _gallery_and_probes(proto, model)
@@ -66,6 +76,9 @@ def run_identification(pool_path: str | os.PathLike, embed_paths: Sequence[str |
     res = _search(gal, probes, ids, emb, ranks, cfg)
     group = _probe_groups(probes, attributes_path, fairness_cfg)
     searches = _searches(probes, group, gal, res)
+    if int(searches["failed"].sum()):
+        log.warning("%d searches have a probe or mate without a feature; %s",
+                    int(searches["failed"].sum()), rule_text(failed))
     write_parquet(searches, out / "searches.parquet", provenance=prov)
     fnir_rank = int(cfg.get("fnir_rank", 1))
     overall = _overall_fnir(searches, cfg, fnir_rank, len(gal))
@@ -76,10 +89,11 @@ def run_identification(pool_path: str | os.PathLike, embed_paths: Sequence[str |
     _write(cmc_t, out, "cmc", prov)
     _write(fnir_t, out, "fnir", prov)
     _write(det_t, out, "det", prov, csv=False)
-    _write_tables_html(out, model, proto, cfg, cmc_t, fnir_t, fnir_rank)
+    _write_tables_html(out, model, proto, cfg, cmc_t, fnir_t, fnir_rank, failed)
     plot_cmc(cmc_t, out / "cmc.png", f"{model}: CMC (N = {len(gal)})")
     plot_det(det_t, fnir_t, out / "det.png", f"{model}: identification DET (R = {fnir_rank})")
-    summary = {"model": model, **protocol_counts(proto),
+    summary = {"model": model, **protocol_counts(proto), "failed": failed,
+               "n_failed": int(searches["failed"].sum()),
                "rank1": float(cmc_t.loc[(cmc_t["group"] == "all") & (cmc_t["rank"] == 1),
                                         "identification_rate"].iloc[0])
                if 1 in ranks else np.nan}
@@ -103,16 +117,19 @@ def _protocol(pool_path: str | os.PathLike, cfg: Mapping[str, Any], seed: int
                           max_probes_per_identity=int(cfg.get("max_probes_per_identity", 0)))
 
 
-def _used_embeddings(proto: pd.DataFrame, embed_paths: Sequence[str | os.PathLike]
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """The embeddings (ids, matrix) of the images the protocol uses; images without one
-    become ``unused`` with the reason ``no embedding (<role>)`` (``proto`` in place)."""
+def _used_embeddings(proto: pd.DataFrame, embed_paths: Sequence[str | os.PathLike],
+                     rule: str = DEFAULT_RULE) -> tuple[np.ndarray, np.ndarray]:
+    """The embeddings (ids, matrix) of the images the protocol uses. An image without one
+    gets ``failed`` True and the reason ``no embedding (<role>)``; under ``drop`` it
+    becomes ``unused``, under ``nonmatch`` it keeps its role (``proto`` in place)."""
     used = proto.loc[proto["role"] != "unused", "image_id"].tolist()
     ids, emb = load_embeddings(embed_paths, used)
     have = set(ids.tolist())
     missing = proto["role"].ne("unused") & ~proto["image_id"].isin(have)
+    proto["failed"] = missing.to_numpy(bool)
     proto.loc[missing, "reason"] = "no embedding (" + proto.loc[missing, "role"] + ")"
-    proto.loc[missing, "role"] = "unused"
+    if rule == "drop":
+        proto.loc[missing, "role"] = "unused"
     return ids, emb
 
 
@@ -132,16 +149,21 @@ def _search(gal: pd.DataFrame, probes: pd.DataFrame, ids: np.ndarray, emb: np.nd
     """Every probe searched against the gallery, top ``max(ranks)`` kept, each mated
     probe's mate (its identity's gallery position) ranked."""
     row_of = {i: k for k, i in enumerate(ids.tolist())}
-    gal_rows = np.array([row_of[i] for i in gal["image_id"]], dtype=np.int64)
-    probe_rows = np.array([row_of[i] for i in probes["image_id"]], dtype=np.int64)
+    gal_rows = np.array([row_of.get(i, -1) for i in gal["image_id"]], dtype=np.int64)
+    probe_rows = np.array([row_of.get(i, -1) for i in probes["image_id"]], dtype=np.int64)
     gal_pos = {ident: k for k, ident in enumerate(gal["identity"])}
     mate = np.array([gal_pos.get(i, -1) if r == "mated" else -1
                      for i, r in zip(probes["identity"], probes["role"], strict=True)])
-    return search(emb[probe_rows], emb[gal_rows], mate, k=max(ranks),
-                  probe_block=int(cfg.get("probe_block", 2048)),
-                  gallery_block=int(cfg.get("gallery_block", 16384)),
-                  device=str(cfg.get("device", "auto")),
-                  precision=str(cfg.get("precision", "float32")), progress=True)
+    device = str(cfg.get("device", "auto"))
+
+    def run(g: np.ndarray, p: np.ndarray, m: np.ndarray) -> SearchResult:
+        return search(emb[probe_rows[p]], emb[gal_rows[g]], m, k=max(ranks),
+                      probe_block=int(cfg.get("probe_block", 2048)),
+                      gallery_block=int(cfg.get("gallery_block", 16384)), device=device,
+                      precision=str(cfg.get("precision", "float32")), progress=True)
+
+    with cuda_fp32(device):  # fp32 score blocks on CUDA: no TF32 (facecast.faces.cuda_fp32)
+        return search_with_misses(gal_rows >= 0, probe_rows >= 0, mate, max(ranks), run)
 
 
 def _probe_groups(probes: pd.DataFrame, attributes_path: str | os.PathLike,
@@ -159,15 +181,20 @@ def _probe_groups(probes: pd.DataFrame, attributes_path: str | os.PathLike,
 
 
 def _searches(probes: pd.DataFrame, group: np.ndarray, gal: pd.DataFrame,
-              res: SearchResult) -> pd.DataFrame:
-    """One row per probe: identity, role, group, mate rank and score, top-1 score and the
-    top-k gallery image ids and scores."""
+              found: tuple[SearchResult, np.ndarray]) -> pd.DataFrame:
+    """One row per probe: identity, role, group, mate rank and score, top-1 score (``-inf``
+    for a probe without a feature), ``failed`` (the probe or its mate has no feature) and
+    the top-k gallery image ids and scores."""
+    res, failed = found
     gal_ids = gal["image_id"].to_numpy(object)
+    top1 = (res.top_score[:, 0] if res.top_score.shape[1]
+            else np.full(len(probes), -np.inf, np.float32))
     return probes[["image_id", "identity", "role"]].assign(
         group=group, mate_rank=res.mate_rank, mate_score=res.mate_score,
-        top1_score=res.top_score[:, 0],
-        top_ids=[list(gal_ids[r]) for r in res.top_index],
-        top_scores=[list(map(float, r)) for r in res.top_score])
+        top1_score=top1, failed=failed,
+        top_ids=[list(gal_ids[r[r >= 0]]) for r in res.top_index],
+        top_scores=[list(map(float, s[r >= 0])) for r, s in zip(res.top_index, res.top_score,
+                                                                strict=True)])
 
 
 def _overall_fnir(searches: pd.DataFrame, cfg: Mapping[str, Any], fnir_rank: int,
@@ -181,6 +208,7 @@ def _overall_fnir(searches: pd.DataFrame, cfg: Mapping[str, Any], fnir_rank: int
                            fnir_rank)
     overall.insert(0, "group", "all")
     overall["n_gallery"] = n_gallery
+    overall["n_failed"] = int(searches["failed"].sum())
     return overall
 
 
@@ -199,7 +227,8 @@ def _group_tables(searches: pd.DataFrame, group: np.ndarray, overall: pd.DataFra
         rates = cmc(searches.loc[m & mated, "mate_rank"], ranks)
         for r, v in zip(ranks, rates, strict=True):
             cmc_rows.append({"group": name, "rank": r, "identification_rate": v,
-                             "n_mated": int((m & mated).sum()), "n_gallery": n_gallery})
+                             "n_mated": int((m & mated).sum()), "n_gallery": n_gallery,
+                             "n_failed": int((m & mated & searches["failed"]).sum())})
         d = det_curve(searches.loc[m, "mate_rank"], searches.loc[m, "mate_score"],
                       searches.loc[m & nonm, "top1_score"], fnir_rank)
         det_rows.append(d.assign(group=name))
@@ -224,12 +253,14 @@ def _group_fnir(searches: pd.DataFrame, m: np.ndarray, name: str, overall: pd.Da
                     "n_mated": int((m & mated).sum()), "n_nonmated": int(nm_g.size),
                     "resolvable": bool(row["resolvable"]),
                     "text": f"{f:.4g}" if row["resolvable"] and np.isfinite(f)
-                    else row["text"], "n_gallery": n_gallery})
+                    else row["text"], "n_gallery": n_gallery,
+                    "n_failed": int((m & searches["failed"]).sum())})
     return pd.DataFrame(sub)
 
 
 def _write_tables_html(out: Path, model: str, proto: pd.DataFrame, cfg: Mapping[str, Any],
-                       cmc_t: pd.DataFrame, fnir_t: pd.DataFrame, fnir_rank: int) -> None:
+                       cmc_t: pd.DataFrame, fnir_t: pd.DataFrame, fnir_rank: int,
+                       rule: str = DEFAULT_RULE) -> None:
     """tables.html: the protocol in words, the CMC table and the FNIR table."""
     counts = protocol_counts(proto)
     write_html_page(out / "tables.html", f"Identification: {model}", [
@@ -237,7 +268,11 @@ def _write_tables_html(out: Path, model: str, proto: pd.DataFrame, cfg: Mapping[
         f"{counts['n_gallery']} enrolled identities (N), {counts['n_mated']} mated and "
         f"{counts['n_nonmated']} non-mated searches ({counts['n_identities_nonmated']} "
         "identities held out of the gallery). T for each target FPIR from all non-mated "
-        "searches.</p>",
+        f"searches. Entries without a feature: {int(proto['failed'].sum())}; "
+        + ("a probe or gallery entry without a feature is a miss (evaluate.failed: "
+           "nonmatch, ISO/IEC 19795-1): its mated searches miss, its non-mated searches "
+           "return no candidate." if rule == "nonmatch" else
+           "left out of the protocol (evaluate.failed: drop).") + "</p>",
         frame_html(cmc_t, caption="CMC: identification rate at rank R"),
         frame_html(fnir_t, caption=f"FNIR(N, R={fnir_rank}, T) at FPIR(N, T)")])
 

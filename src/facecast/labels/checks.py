@@ -8,6 +8,8 @@ from typing import Any
 
 from facecast.config.util import attribute_only
 from facecast.datasets.label_noise import validate_noise_spec
+from facecast.labels.estimators_checks import split_errors, split_plan
+from facecast.labels.imports_checks import import_errors
 from facecast.labels.rules import RULE_SETS, validate_rules
 from facecast.labels.targets import enabled
 
@@ -20,7 +22,8 @@ def fill_defaults(config: dict[str, Any], absent: set[str]) -> list[str]:
     """Plan lines for the label stages that are off and for the estimator report (nothing
     is filled)."""
     return [f"{stage}: off ({stage}.enabled: false; true {what})"
-            for stage, what in WHAT.items() if not enabled(config, stage)] + estimator_plan(config)
+            for stage, what in WHAT.items() if not enabled(config, stage)] + \
+        estimator_plan(config) + split_plan(config)
 
 
 def estimator_plan(config: Mapping[str, Any]) -> list[str]:
@@ -39,14 +42,25 @@ def estimator_plan(config: Mapping[str, Any]) -> list[str]:
     what = ("the detector and " + ", ".join(found) if found else
             "only the detector (no scorer of attributes.scorers estimates gender, age or "
             "race: add age_gender or fairface)")
-    return [f"estimators: {ds} - {what} against its truth labels "
+    imports = (config.get("estimators") or {}).get("imports") or {}
+
+    def checked(ds: str) -> str:
+        names = [f"{n} ({spec.get('path')})" for n, spec in imports.items()
+                 if not (spec or {}).get("datasets") or ds in spec["datasets"]]
+        if not names:
+            return what
+        return (f"{what}, and the predictions of " if found else "the detector and the "
+                "predictions of ") + ", ".join(names)
+
+    return [f"estimators: {ds} - {checked(ds)} against its truth labels "
             f"(results/{ds}/labels/estimators.md)" for ds in benches]
 
 
 def config_errors(config: Mapping[str, Any]) -> list[str]:
     """Problems in the ``audit``, ``features`` and ``describe`` sections (each names its key).
 
-    Also checks every synthetic dataset's ``label_noise`` spec.
+    Also checks every synthetic dataset's ``label_noise`` spec and ``estimators.imports``
+    (:func:`facecast.labels.imports_checks.import_errors`).
     """
     errs: list[str] = []
     audit = config.get("audit") or {}
@@ -91,4 +105,4 @@ def config_errors(config: Mapping[str, Any]) -> list[str]:
         spec = ((ds or {}).get("synthetic") or {}).get("label_noise")
         if spec:
             errs += [f"datasets.{name}.synthetic.{e}" for e in validate_noise_spec(spec)]
-    return errs
+    return errs + import_errors(config) + split_errors(config)

@@ -16,7 +16,7 @@ from facecast.io.shard_index import EMBED_INDEX, FACES_INDEX
 
 __all__ = ["AUDIT_FILES", "DESCRIBE_FILES", "ESTIMATOR_FILES", "FEATURES_FILES",
            "FEATURES_SHARD", "audit_inputs", "default_targets", "describe_inputs",
-           "enabled", "estimator_targets", "feature_shards", "report_kw"]
+           "enabled", "estimator_inputs", "estimator_targets", "feature_shards", "report_kw"]
 
 AUDIT_FILES = ["metrics.parquet", "metrics.csv", "rules.csv", "flags.parquet", "kappa.csv",
                "kappa.parquet", "predictions.parquet", "suspects.parquet", "suspects_top.csv",
@@ -31,7 +31,8 @@ DESCRIBE_FIGURES = ["report.html"]
 #: the estimator report of an attribute benchmark (rule ``estimators``), in
 #: results/{ds}/labels/ (:mod:`facecast.labels.estimators_report`)
 ESTIMATOR_FILES = ["estimators.parquet", "estimators.csv", "estimators.md",
-                   "estimator_confusion.parquet", "estimator_confusion.csv"]
+                   "estimator_confusion.parquet", "estimator_confusion.csv",
+                   "estimator_imports.parquet", "estimator_imports.csv"]
 ESTIMATOR_FIGURES = ["estimators.html", "estimators.png"]
 #: the landmark shard rule ``features_shard`` writes where the ofiq scorer does not
 FEATURES_SHARD = "results/{ds}/features/shards/{shard}.parquet"
@@ -58,6 +59,19 @@ def estimator_targets(config: Mapping[str, Any], ds: str) -> list[str]:
     if not estimators_on(config, ds):
         return []
     return [f"results/{ds}/labels/{f}" for f in ESTIMATOR_FILES + ESTIMATOR_FIGURES]
+
+
+def estimator_inputs(config: Mapping[str, Any], ds: str) -> dict[str, Any]:
+    """Inputs of rule estimators: the attribute table and the manifest (which rule all
+    builds for an attribute benchmark anyway: the report adds no faces or attributes job)
+    and the predictions file of every ``estimators.imports`` entry that predicts ``ds``
+    (its ``datasets``, empty = every attribute benchmark)."""
+    imports = (config.get("estimators") or {}).get("imports") or {}
+    return {"attributes": f"results/{ds}/attributes.parquet",
+            "manifest": f"results/{ds}/manifest.parquet",
+            "predictions": [str(spec["path"]) for spec in imports.values()
+                            if not (spec or {}).get("datasets")
+                            or ds in spec["datasets"]]}
 
 
 def report_kw(caption: str, name: str) -> dict[str, Any]:

@@ -83,6 +83,11 @@ def _calibration_errors(config: Mapping[str, Any]) -> list[str]:
     if ds and ds not in datasets_of(config):
         errs.append(f"mitigation.calibration.dataset: {ds!r} is not a configured dataset "
                     f"({sorted(datasets_of(config))})")
+    folds = cal.get("folds", "auto")
+    if (bench or ds) and folds not in ("auto", 1):
+        errs.append(f"mitigation.calibration.folds: {folds!r} cross-fits the protocol's own "
+                    "identities; a calibration source (mitigation.calibration.benchmark / "
+                    ".dataset) is one fit - leave folds out (auto) or set 1")
     if bench and not ds and bench in protocols(config):
         errs.append(f"mitigation.calibration.benchmark: {bench!r} is a protocol the stage "
                     "evaluates: its identities would leave its own evaluated pairs; use "

@@ -133,6 +133,8 @@ def annotate(evaluated: pd.DataFrame, attributes: str | os.PathLike | None,
     pair in no cell."""
     pairs = evaluated[["image_a", "image_b", "identity_a", "identity_b", "label", "score",
                        "eval_fold"]].copy()
+    if "failed" in evaluated.columns:   # groups, not scores: a pair without a feature stays
+        pairs.loc[evaluated["failed"].to_numpy(bool), "score"] = 0.0
     if attributes is None or not fairness.get("protected"):
         return pairs.assign(group=None, combo=None, in_cells=False, in_reference=True,
                             status="ok")

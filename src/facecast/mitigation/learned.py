@@ -1,6 +1,8 @@
 """``learned.json``: what each method learned on the calibration pairs, in numbers a
 person can check (thresholds, offsets, calibration maps, fusion weights, counts). Arrays
-too large to read (k-means centres, cohort statistics) are summarised."""
+too large to read (k-means centres, cohort statistics) are summarised. With several fits
+(cross-fitting, :mod:`facecast.mitigation.crossfit`) each fit has its record under
+``fits``; with one, its record is the file's top level (and ``fits`` names it)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import numpy as np
 from facecast.mitigation.methods import Result
 from facecast.mitigation.split import Split
 
-__all__ = ["learned_record"]
+__all__ = ["learned_record", "learned_records"]
 
 
 def _plain(v: Any) -> Any:
@@ -61,6 +63,25 @@ def learned_record(res: Result, split: Split, counts: Mapping[str, int]) -> dict
                          "weights": fu.weights, "intercept": fu.intercept}
     rec["ks_maps"] = {m: b.as_list() for m, b in ln.get("ks_maps", {}).items()}
     return _plain_tree(rec)
+
+
+def learned_records(results: list[Result], split: Split, counts: Mapping[str, int]
+                    ) -> dict[str, Any]:
+    """``learned.json`` (module docstring): one fit's record at the top level, several
+    fits' under ``fits`` with each fit's name, excluded folds and pair counts."""
+    heads = [{"fit": f.name, "excluded": list(f.excluded), "n_calibration": len(f.calibration),
+              "n_evaluated": len(f.rows)} for f in split.fits]
+    if len(results) == 1:
+        return {**learned_record(results[0], split, counts), "fits": _plain_tree(heads)}
+    common = [n for n in results[0].notes if all(n in r.notes for r in results)]
+    notes = common + [f"fit {h['fit']}: {n}" for h, r in zip(heads, results, strict=True)
+                      for n in r.notes if n not in common]
+    fits = []
+    for h, res in zip(heads, results, strict=True):
+        rec = learned_record(res, split, counts)
+        fits.append({**h, **{k: v for k, v in rec.items() if k != "split"}})
+    return _plain_tree({"split": {"source": split.source, **dict(counts)},
+                        "methods": list(results[0].scores), "notes": notes, "fits": fits})
 
 
 def _plain_tree(v: Any) -> Any:

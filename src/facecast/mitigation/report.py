@@ -8,7 +8,13 @@
 ``differences.*``        one row per method and tested metric (the Holm family)
 ``<method>/pairs.*``     the evaluated pairs with the method's ``score`` (scores-file
                          format: ``slices``/``compare`` read ``<model>+<method>``)
-``split.parquet``        every input pair of the protocol with its ``status``
+``split.parquet``        every input pair of the protocol with its ``status`` (and
+                         ``fit``, ``failed``)
+``fits.parquet/.csv``    one row per fit: the folds it excludes, its calibration pairs,
+                         the pairs it evaluates and leaves out
+``faircal.parquet/.csv`` FairCal's figures in FairCal's convention, per fold, their
+                         mean and SD over the folds, and pooled
+                         (:mod:`facecast.mitigation.faircal_figures`)
 ``calibration.parquet``  the calibration identities (``dataset``, ``identity``)
 ``learned.json``         what each method learned (thresholds, maps, weights, counts)
 ``pareto.png``           accuracy vs Bias+/Bias- per method, with intervals
@@ -26,19 +32,33 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from facecast.evaluate.failures import rule_text
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet
+from facecast.mitigation.crossfit import fits_table
 from facecast.mitigation.figures import plot_pareto
-from facecast.mitigation.learned import learned_record
+from facecast.mitigation.learned import learned_records
 from facecast.mitigation.methods import Result
 from facecast.mitigation.split import Split
+from facecast.mitigation.verdict import add_verdict
 from facecast.report.html_tables import frame_html, markdown_html, write_html_page
 
 __all__ = ["PAIR_COLUMNS", "headline", "table_markdown", "write_outputs"]
 
 #: columns of ``<method>/pairs.parquet`` (those of the scores file that exist)
 PAIR_COLUMNS = ["fold", "image_a", "image_b", "identity_a", "identity_b", "label", "status",
-                "message", "raw_score", "score", "probability", "eval_fold"]
+                "message", "raw_score", "score", "probability", "eval_fold", "fit",
+                "failed"]
+#: FairCal's figures shown in table.md (mean +- SD over the folds), heading, scale
+FAIRCAL_SHOWN = [("auroc", "AUROC", 1), ("tpr@fpr=0.001", "TPR @ 0.1 % FPR", 1),
+                 ("tpr@fpr=0.01", "TPR @ 1 % FPR", 1),
+                 ("fpr@fpr=0.001_aad", "FPR AAD @ 0.1 %", 1),
+                 ("fpr@fpr=0.001_mad", "FPR MAD @ 0.1 %", 1),
+                 ("fpr@fpr=0.001_std", "FPR STD @ 0.1 %", 1),
+                 ("fpr@fpr=0.01_aad", "FPR AAD @ 1 %", 1), ("fpr@fpr=0.01_mad", "FPR MAD @ 1 %", 1),
+                 ("fpr@fpr=0.01_std", "FPR STD @ 1 %", 1), ("ks_mean", "KS mean", 1),
+                 ("ks_aad", "KS AAD", 1), ("ks_mad", "KS MAD", 1), ("ks_std", "KS STD", 1),
+                 ("ece_mean", "ECE mean", 1), ("ece_aad", "ECE AAD", 1)]
 #: the table.md columns: metric, heading, scale (100 = percent)
 SHOWN = [("accuracy", "accuracy %", 100), ("auc", "AUC", 1), ("bias_pos", "Bias+", 1),
          ("bias_neg", "Bias-", 1), ("fmr_max_min", "FMR max/min", 1),
@@ -101,8 +121,10 @@ def _cell(row: pd.Series, k: str, scale: float) -> str:
         return "n/a"
     if k not in row.index or np.isnan(row.get(k, np.nan)):
         return _value_notes(row).get(k, "n/a")
+    miss = " (interval misses it)" if _value_notes(row).get(k) == "interval misses the " \
+        "estimate" else ""
     return (f"{_num(row[k], scale)} [{_num(row[f'{k}_lo'], scale)}, "
-            f"{_num(row[f'{k}_hi'], scale)}]")
+            f"{_num(row[f'{k}_hi'], scale)}]{miss}")
 
 
 def _diff_cell(row: pd.Series, k: str, scale: float) -> str:
@@ -142,10 +164,47 @@ def table_markdown(table: pd.DataFrame, diff: pd.DataFrame, *, title: str,
     return "\n".join(md)
 
 
+def faircal_markdown(fc: pd.DataFrame) -> list[str]:
+    """The table.md section of FairCal's figures: per method the mean +- SD over the
+    folds (FairCal's convention), and the pooled value."""
+    shown = [(k, h) for k, h, _ in FAIRCAL_SHOWN if k in fc.columns]
+    md = ["## FairCal's figures (FairCal's convention)", "",
+          "Each figure on each fold's evaluated pairs, then the mean +- population SD over "
+          "the folds, as FairCal reports (Salvador et al., ICLR 2022); TPR read off the "
+          "global ROC by linear interpolation, subgroup FPRs at the global threshold of "
+          "each FPR; AAD / MAD / STD over the subgroups; KS and ECE of each method's "
+          "probability. `faircal.csv` holds every fold, every subgroup and the pooled "
+          "figures.", "", "| method | folds | " + " | ".join(h for _, h in shown) + " |",
+          "|---" * (len(shown) + 2) + "|"]
+    for m, sub in fc.groupby("method", sort=False):
+        by = sub.set_index("fold")
+        cells = []
+        for k, _ in shown:
+            mean, sd = by.loc["mean", k], by.loc["std", k]
+            cells.append("n/a" if not np.isfinite(mean) else f"{mean:.4g} +- {sd:.2g}"
+                         if np.isfinite(sd) else f"{mean:.4g}")
+        md.append(f"| {m} | {by.loc['mean', 'note'].removeprefix('over ')} | "
+                  + " | ".join(cells) + " |")
+    return [*md, ""]
+
+
+def fits_markdown(fits: pd.DataFrame) -> list[str]:
+    """The table.md section of the fits: each fit's excluded folds and pair counts."""
+    md = ["## Fits", "", f"{len(fits)} fit(s) of every method; each evaluated pair is "
+          "scored by the fit that excludes its identities' folds.", "",
+          "| fit | excludes | calibration pairs | calibration identities | evaluated "
+          "pairs | left out |", "|---|---|---|---|---|---|"]
+    md += [f"| {r.fit} | {r.excluded} | {r.n_calibration} | {r.calibration_identities} | "
+           f"{r.n_evaluated} | {r.n_left_out} |" for r in fits.itertuples(index=False)]
+    return [*md, ""]
+
+
 def _intro(split: Split, counts: Mapping[str, int], diff: pd.DataFrame,
-           cfg: Mapping[str, Any]) -> str:
+           cfg: Mapping[str, Any], rule: str, n_failed: int) -> str:
     tested = int(np.isfinite(diff["p"].to_numpy(np.float64)).sum())
-    return (f"Calibration: {split.source} - {counts['calibration_identities']} identities, "
+    side = ("the smallest fit's calibration side" if len(split.fits) > 1 else "")
+    return (f"Calibration: {split.source} - {side + ': ' if side else ''}"
+            f"{counts['calibration_identities']} identities, "
             f"{counts['calibration_genuine']} genuine and {counts['calibration_impostors']} "
             f"impostor pairs; every method learns there. Evaluated: "
             f"{counts['evaluated_identities']} other identities, "
@@ -156,14 +215,17 @@ def _intro(split: Split, counts: Mapping[str, int], diff: pd.DataFrame,
             "bootstrap SE with t on G - 1 degrees of freedom; Holm across all "
             f"{tested} tests of the table (alpha {float(cfg.get('alpha', 0.05)):g}). "
             f"Figures at one global threshold: target FMR {float(cfg.get('fmr', 1e-3)):g} "
-            "on each method's evaluated impostors.")
+            f"on each method's evaluated impostors. {rule_text(rule, n_failed)}")
 
 
-def _write_pairs(out: Path, split: Split, res: Result, prov: Mapping[str, Any]) -> None:
+def _write_pairs(out: Path, split: Split, scores: Mapping[str, np.ndarray],
+                 probs: Mapping[str, np.ndarray], prov: Mapping[str, Any]) -> None:
     ev = split.evaluated
-    for m, score in res.scores.items():
+    for m, score in scores.items():
         frame = ev.assign(raw_score=ev["score"].to_numpy(np.float64), score=score,
-                          probability=res.probs[m], status="ok", message="")
+                          probability=probs[m], status="ok", message="")
+        failed = ev["failed"].to_numpy(bool)
+        frame.loc[failed, "message"] = "not scored (no feature): score -inf, a non-match"
         frame = frame[[c for c in PAIR_COLUMNS if c in frame.columns]]
         (out / m).mkdir(parents=True, exist_ok=True)
         write_parquet(frame, out / m / "pairs.parquet", provenance={**prov, "method": m})
@@ -172,7 +234,8 @@ def _write_pairs(out: Path, split: Split, res: Result, prov: Mapping[str, Any]) 
 def _write_split(out: Path, split: Split, ds: str, source: tuple[str, str] | None,
                  prov: Mapping[str, Any]) -> None:
     cols = [c for c in ("fold", "image_a", "image_b", "identity_a", "identity_b", "label",
-                        "score", "eval_fold", "status", "message") if c in split.pairs]
+                        "score", "eval_fold", "fit", "failed", "status", "message")
+            if c in split.pairs]
     write_parquet(split.pairs[cols], out / "split.parquet", provenance=prov)
     where = source[0] if source else ds
     ids = [i.removeprefix(f"{where}::") for i in split.calibration_ids]
@@ -180,27 +243,34 @@ def _write_split(out: Path, split: Split, ds: str, source: tuple[str, str] | Non
                   out / "calibration.parquet", provenance=prov)
 
 
-def write_outputs(out: Path, *, split: Split, result: Result, table: pd.DataFrame,
+def write_outputs(out: Path, *, split: Split, results: list[Result], table: pd.DataFrame,
                   diff: pd.DataFrame, cfg: Mapping[str, Any], counts: Mapping[str, int],
                   model: str, protocol: str, ds: str, source: tuple[str, str] | None,
-                  provenance: Mapping[str, Any]) -> None:
+                  faircal: pd.DataFrame, rule: str, scores: Mapping[str, np.ndarray],
+                  probs: Mapping[str, np.ndarray], provenance: Mapping[str, Any]) -> None:
     """Every file of the module docstring into ``out`` (created)."""
     out.mkdir(parents=True, exist_ok=True)
     prov = dict(provenance)
-    _write_pairs(out, split, result, prov)
+    _write_pairs(out, split, scores, probs, prov)
     _write_split(out, split, ds, source, prov)
-    write_parquet(table, out / "table.parquet", provenance=prov)
-    write_text(out / "table.csv", table.to_csv(index=False))
-    write_parquet(diff, out / "differences.parquet", provenance=prov)
-    write_text(out / "differences.csv", diff.to_csv(index=False))
+    fits = fits_table(split)
+    for name, frame in (("table", table), ("differences", diff), ("fits", fits),
+                        ("faircal", faircal)):
+        write_parquet(frame, out / f"{name}.parquet", provenance=prov)
+        write_text(out / f"{name}.csv", frame.to_csv(index=False))
     write_text(out / "learned.json", json.dumps(
-        learned_record(result, split, counts), indent=1, sort_keys=True) + "\n")
+        learned_records(results, split, counts), indent=1, sort_keys=True) + "\n")
     sentences = [f"`{r['method']}`: {r['note']}." if _not_run(r) else headline(diff, r["method"])
                  for _, r in table.iterrows() if r["method"] != "raw"]
+    n_failed = int(table["n_failed"].iat[0])
     md = table_markdown(table, diff, title=f"Bias mitigation: {model} on {protocol} ({ds})",
-                        intro=_intro(split, counts, diff, cfg), sentences=sentences)
+                        intro=_intro(split, counts, diff, cfg, rule, n_failed),
+                        sentences=sentences)
+    md = md.replace("\n![accuracy vs bias]", "\n" + "\n".join(
+        [*faircal_markdown(faircal), *fits_markdown(fits)]) + "\n![accuracy vs bias]")
+    md = add_verdict(md, table, cfg)
     write_text(out / "table.md", md)
     plot_pareto(table, out / "pareto.png", f"{model} on {protocol}: accuracy vs bias")
     write_html_page(out / "report.html", f"Bias mitigation: {model} on {protocol}", [
-        markdown_html(md), '<p><img src="pareto.png" alt="accuracy vs bias"></p>',
+        markdown_html(md, base=out),
         frame_html(diff, caption="differences to raw (the Holm family)")])

@@ -4,8 +4,12 @@ intervals, and each method's difference to ``raw`` with the comparison stage's p
 One identity draw per replicate serves every method
 (:mod:`facecast.mitigation.replicates`: a replicate draws the evaluated identities with
 replacement; a genuine pair weighs its identity's count, an impostor pair the product of
-its two identities' counts), so every difference is *paired*. Values:
-percentile intervals of the replicates. Differences (method - raw): the Wald test on the
+its two identities' counts), so every difference is *paired*. Values: the basic (pivotal)
+interval for Bias, FDR, GARBE and the max/min ratios (statistics resampling biases
+upwards), the bias-corrected (BC) percentile interval for the rest
+(:mod:`facecast.fairness.intervals`); a ratio with infinite replicates keeps the
+percentile interval; an interval that still misses its value says so in ``note``
+(``<metric>: interval misses the estimate``) and in its cell. Differences (method - raw): the Wald test on the
 clustered bootstrap SE with t on G - 1 degrees of freedom and its interval
 (:func:`facecast.compare.inference.clustered_test`); Holm across every test of the table
 (every method, every metric with a test; :func:`facecast.labels.estimators_stats.holm`).
@@ -35,6 +39,7 @@ import pandas as pd
 
 from facecast.compare.inference import clustered_test
 from facecast.evaluate.metrics import far_resolvable
+from facecast.fairness.intervals import interval_bounds, limits_of, method_for
 from facecast.fairness.threshold import unresolved_note, zero_rate_groups, zero_rate_note
 from facecast.labels.estimators_stats import holm
 from facecast.mitigation.metrics import LOWER_IS_BETTER
@@ -104,12 +109,19 @@ def _value_rows(point: Point, reps: Reps, notes: Mapping[str, str], confidence: 
             note = (notes.get(k, "") or ratio_note(vals, k)
                     or ("n/a (no value)" if np.isnan(v) else ""))
             # a ratio with a zero minimum is inf (facecast.fairness.threshold): quantiles
-            # pick sample values then, never inf - inf
+            # pick sample values then, never inf - inf; finite replicates: the interval of
+            # facecast.fairness.intervals (basic for Bias/FDR/GARBE/ratios, BC otherwise)
             how = "linear" if np.isfinite(r).all() else "inverted_cdf"
             lo, hi = (np.quantile(r, [q, 1.0 - q], method=how) if len(r) and not note
                       else (np.nan, np.nan))
+            miss = ""
+            if len(r) > 1 and not note and how == "linear":
+                lo, hi, _ = interval_bounds(v, r, method=method_for(k, "auto"),
+                                            confidence=confidence, limits=limits_of(k))
+                miss = "" if lo - 1e-12 <= v <= hi + 1e-12 else "interval misses the estimate"
             rows.append({"method": m, "metric": k, "value": np.nan if note else v,
-                         "value_lo": lo, "value_hi": hi, "value_note": note})
+                         "value_lo": lo, "value_hi": hi, "value_note": note,
+                         "interval_note": miss})
     return rows
 
 
@@ -170,8 +182,8 @@ def _wide(values: pd.DataFrame, diff: pd.DataFrame, counts: Mapping[str, int]
         for r in sub.itertuples(index=False):
             row[r.metric], row[f"{r.metric}_lo"], row[f"{r.metric}_hi"] = (
                 r.value, r.value_lo, r.value_hi)
-            if r.value_note:
-                notes.append(f"{r.metric}: {r.value_note}")
+            if r.value_note or r.interval_note:
+                notes.append(f"{r.metric}: {r.value_note or r.interval_note}")
         for r in diff[diff["method"] == m].itertuples(index=False):
             row.update({f"{r.metric}_diff": r.difference, f"{r.metric}_diff_lo": r.ci_lo,
                         f"{r.metric}_diff_hi": r.ci_hi, f"{r.metric}_p": r.p,
@@ -191,7 +203,8 @@ def add_unavailable(table: pd.DataFrame, diff: pd.DataFrame, unavailable: Mappin
     ``verdict``, raw's value beside it, untested. Rows in ``order`` (others last)."""
     if not unavailable:
         return table, diff
-    counts = ["n_pairs", "n_genuine", "n_impostors", "n_identities"]
+    counts = [c for c in ("n_pairs", "n_genuine", "n_impostors", "n_identities", "n_failed",
+                          "failed", "n_fits", "n_left_out") if c in table.columns]
     raw = table.set_index("method").loc["raw"]
     rows = [{"method": m, "status": "n/a", **{c: raw[c] for c in counts}, "note": why}
             for m, why in unavailable.items()]

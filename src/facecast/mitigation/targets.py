@@ -24,6 +24,7 @@ from typing import Any
 from facecast.config.fair_sets import score_models
 from facecast.config.util import name_list
 from facecast.datasets.targets import name_regex
+from facecast.evaluate.failures import rule_of
 from facecast.evaluate.targets import eval_models, model_applies, protocol_applies
 from facecast.fairness.targets import (
     fairness_groups,
@@ -37,7 +38,7 @@ from facecast.io.shard_index import EMBED_INDEX
 __all__ = ["EMBEDDING_METHODS", "FUSION_METHODS", "GROUP_METHODS", "METHODS",
            "MITIGATION_DIR", "PROBABILITY_METHODS", "SCORE_ONLY_NOTE", "calibration",
            "calibration_source", "dropped_methods", "embed_model_regex", "enabled",
-           "fairness_section", "fusion_models", "is_score_model", "method_files",
+           "failure_rule", "fairness_section", "fusion_models", "is_score_model", "method_files",
            "methods", "models", "partners", "protocols", "report_kw", "rule_inputs",
            "run_methods", "skip_reason", "targets", "unavailable"]
 
@@ -171,9 +172,17 @@ def fairness_section(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def calibration(config: Mapping[str, Any]) -> dict[str, Any]:
-    """``mitigation.calibration`` with its defaults (fraction 0.5, no source)."""
-    return {"fraction": 0.5, "benchmark": "", "dataset": "",
+    """``mitigation.calibration`` with its defaults (fraction 0.5, folds ``auto``, no
+    source)."""
+    return {"fraction": 0.5, "folds": "auto", "benchmark": "", "dataset": "",
             **dict(_section(config).get("calibration") or {})}
+
+
+def failure_rule(config: Mapping[str, Any]) -> str:
+    """The rule for pairs without a feature (``evaluate.failed``, default ``nonmatch``):
+    the methods learn on scored pairs only; under ``nonmatch`` an evaluated pair without
+    a feature is a non-match after every method."""
+    return rule_of(config)
 
 
 def calibration_source(config: Mapping[str, Any], ds: str, protocol: str

@@ -38,6 +38,7 @@ from facecast.fairness.groups import image_labels, parse_specs
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet
 from facecast.quality.columns import orient
+from facecast.quality.verdict import verdict_html
 from facecast.report.figures import pyplot, save_figure
 from facecast.report.html_tables import frame_html, markdown_html, write_html_page
 
@@ -285,19 +286,24 @@ def plot_bias(bias: pd.DataFrame, path: str | os.PathLike, title: str) -> None:
 
 
 def write_bias_outputs(out: Path, bias: pd.DataFrame, rejection: pd.DataFrame,
-                       prov: Mapping[str, Any], title: str, tau: float) -> None:
-    """bias.parquet/.csv, rejection.parquet/.csv, bias.png and bias.html (summary first)."""
+                       prov: Mapping[str, Any], title: str, tau: float, *,
+                       fairness_cfg: Mapping[str, Any] | None = None,
+                       confidence: float = 0.95) -> None:
+    """bias.parquet/.csv, rejection.parquet/.csv, bias.png and bias.html (the generated
+    verdict of :mod:`facecast.quality.verdict`, the summary, the figure, the tables)."""
     write_parquet(bias, out / "bias.parquet", provenance=dict(prov))
     write_text(out / "bias.csv", bias.to_csv(index=False))
     write_parquet(rejection, out / "rejection.parquet", provenance=dict(prov))
     write_text(out / "rejection.csv", rejection.to_csv(index=False))
     plot_bias(bias, out / "bias.png", title)
     summary = lower_summary(bias)
-    body = [markdown_html("\n".join([
+    body = [verdict_html(bias, rejection, tau, fairness_cfg, confidence),
+            markdown_html("\n".join([
                 "Quality bias per protected group: standardised difference of each group to "
                 "the rest on values oriented higher = better (< 0: the group's quality is "
                 "lower), identity-clustered bootstrap intervals, Benjamini-Hochberg over the "
                 "table.", "", *(f"- {s}" for s in summary)])),
+            '<p><img src="bias.png" alt="quality by group"></p>',
             frame_html(bias, caption="bias per measure and group"),
             markdown_html("Rejection: the lowest q of the images by each measure discarded; "
                           f"FNMR at the one global threshold tau = {tau:.6g} before and "

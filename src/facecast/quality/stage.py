@@ -197,7 +197,8 @@ def run_bias(scores_path: str | os.PathLike, attributes_path: str | os.PathLike,
                                 [float(q) for q in bcfg["reject"]],
                                 int(bcfg["min_identities"]))
     write_bias_outputs(out, bias, rejection, prov, f"{model} on {protocol}: quality by "
-                       "protected group", float(thr["threshold"]))
+                       "protected group", float(thr["threshold"]), fairness_cfg=fairness_cfg,
+                       confidence=conf)
     return bias
 
 

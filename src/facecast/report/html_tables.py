@@ -6,10 +6,12 @@ download), so every table a person reads gets an HTML twin registered with ``rep
 * :func:`frame_html` renders a DataFrame as a ``<table>``;
 * :func:`markdown_html` (from :mod:`facecast.report.markdown`, the one Markdown renderer)
   renders the Markdown facecast writes (headings, paragraphs, lists, pipe tables, code,
-  links, emphasis; images become their alt text) so an ``.md`` report and its ``.html``
-  twin say the same thing;
+  links, emphasis, images) so an ``.md`` report and its ``.html`` twin say the same thing;
+  :func:`write_markdown_html` embeds the figures the Markdown names (``data:`` URIs), so a
+  page opened as a file, moved or offline shows them;
 * :func:`write_html_page` / :func:`write_markdown_html` / :func:`write_tsv_html` write a
-  whole page (one small inline style sheet, no scripts, no external files).
+  whole page (one small inline style sheet, no scripts, no external files), with a link
+  under its title to the glossary at its foot (:mod:`facecast.report.glossary`).
 
 Everything is escaped; the output is deterministic (same input, same bytes).
 """
@@ -27,7 +29,8 @@ import numpy as np
 import pandas as pd
 
 from facecast.io.atomic import write_text
-from facecast.report.markdown import markdown_html
+from facecast.report.glossary import ANCHOR, glossary_html
+from facecast.report.markdown import embed_images, markdown_html
 
 __all__ = ["STYLE", "frame_html", "html_page", "markdown_html", "write_html_page",
            "write_markdown_html", "write_tsv_html"]
@@ -43,7 +46,12 @@ caption { caption-side: top; text-align: left; font-weight: bold; padding: 4px 0
 p, li { max-width: 60em; line-height: 1.4; }
 li { margin: 0.2em 0; }
 pre { background: #f4f4f4; padding: 6px; overflow-x: auto; }
+img { max-width: 100%; }
 """.strip()
+#: The line under each page's title that points to its glossary.
+GLOSSARY_LINK = ('<p><small>Terms (Bias+, FDR, GARBE, KS, intervals, thresholds): '
+                 f'<a href="#{ANCHOR}">glossary</a> at the foot of the page.</small></p>')
+
 
 def _cell(value: object, digits: int) -> str:
     if value is None:
@@ -75,16 +83,22 @@ def frame_html(df: pd.DataFrame, *, caption: str | None = None, digits: int = 4,
 
 
 def html_page(title: str, body: str | Iterable[str]) -> str:
-    """A complete HTML document with the shared style sheet."""
-    parts = [body] if isinstance(body, str) else list(body)
+    """A complete HTML document with the shared style sheet: ``body``, a link to the
+    glossary after its first ``<h1>`` (or at its top), and the glossary at its foot
+    (:mod:`facecast.report.glossary`)."""
+    text = "\n".join([body] if isinstance(body, str) else list(body))
+    at = text.find("</h1>")
+    text = (text[:at + 5] + "\n" + GLOSSARY_LINK + text[at + 5:] if at >= 0
+            else GLOSSARY_LINK + "\n" + text)
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title><style>\n{STYLE}\n</style></head>\n<body>\n"
-            + "\n".join(parts) + "\n</body></html>\n")
+            + text + "\n<hr>\n" + glossary_html() + "\n</body></html>\n")
 
 
 def write_html_page(path: str | os.PathLike, title: str, body: str | Iterable[str]) -> Path:
-    """Write :func:`html_page` atomically."""
-    return write_text(path, html_page(title, body))
+    """Write :func:`html_page` atomically; an ``<img>`` whose file is beside the page is
+    embedded (:func:`facecast.report.markdown.embed_images`)."""
+    return write_text(path, embed_images(html_page(title, body), Path(path).parent))
 
 
 def write_markdown_html(md_path: str | os.PathLike, html_path: str | os.PathLike,
@@ -94,7 +108,8 @@ def write_markdown_html(md_path: str | os.PathLike, html_path: str | os.PathLike
     if title is None:
         m = re.search(r"^#\s+(.*)$", text, re.M)
         title = m.group(1) if m else Path(md_path).stem
-    return write_html_page(html_path, title, markdown_html(text))
+    body = markdown_html(text, base=Path(md_path).parent, page=Path(html_path).parent)
+    return write_html_page(html_path, title, body)
 
 
 def write_tsv_html(tsv_path: str | os.PathLike, html_path: str | os.PathLike, title: str,

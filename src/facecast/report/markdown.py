@@ -4,8 +4,12 @@ Blocks: ATX headings (``#``..``######``), paragraphs, bullet lists (``-``, ``*``
 and ordered lists (``1.``, ``1)``) nested by indentation, with continuation lines, fenced
 code (```` ``` ````), pipe tables (header, separator, rows) and thematic breaks (``---``).
 Inline: code spans, links ``[text](url)``, ``**strong**``, ``*emphasis*`` / ``_emphasis_``
-(an underscore inside a word, as in ``label_glasses``, stays an underscore). An image
-``![alt](file)`` becomes ``[figure: alt]`` (the report shows figures itself).
+(an underscore inside a word, as in ``label_glasses``, stays an underscore), images
+``![alt](file)``. Given ``base`` (the folder the Markdown's image paths are relative to),
+:func:`markdown_html` embeds each image found there as a ``data:`` URI, so the page shows
+its figures opened as a file, offline, moved or inside ``snakemake --report``; an image
+not (yet) there, or over :data:`EMBED_LIMIT` bytes, is linked relatively to ``page``
+(the HTML file's folder, default ``base``).
 
 Rules follow CommonMark where the subset meets it: a bullet item may interrupt a
 paragraph, an ordered item only when it starts at 1; an item's content is the lines
@@ -17,14 +21,22 @@ The output is deterministic.
 
 from __future__ import annotations
 
+import base64
 import html
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["markdown_html", "inline_html", "table_head"]
+__all__ = ["EMBED_LIMIT", "embed_images", "markdown_html", "inline_html", "table_head"]
 
-_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+#: The largest image (bytes) embedded in a page; a larger one is linked beside it.
+EMBED_LIMIT = 3_000_000
+_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
+         ".svg": "image/svg+xml", ".gif": "image/gif", ".webp": "image/webp"}
+_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^()\s]+)\)")
+_IMG_TAG = re.compile(r'<img src="([^"]*)" alt="')
 _SEPARATOR = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)(?:\s+#+)?\s*$")
 _ITEM = re.compile(r"^( *)([-*+]|\d{1,9}[.)])( +|$)(.*)$")
@@ -32,8 +44,9 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _RULE = re.compile(r"^ {0,3}([-*_])(\s*\1){2,}\s*$")
 _INLINE = re.compile(r"(?P<tick>`+)(?P<code>.+?)(?P=tick)"
                      r"|\[(?P<text>[^\]]+)\]\((?P<url>(?:[^()\s]|\([^()\s]*\))+)\)")
-_STRONG = re.compile(r"\*\*(\S(?:.*?\S)?)\*\*|(?<!\w)__(\S(?:.*?\S)?)__(?!\w)")
-_EMPH = re.compile(r"\*(\S(?:[^*]*?\S)?)\*|(?<!\w)_(\S(?:[^_]*?\S)?)_(?!\w)")
+# the shortest span first (``??``): ``**p** and **q**`` is two strong words, not one
+_STRONG = re.compile(r"\*\*(\S(?:.*?\S)??)\*\*|(?<!\w)__(\S(?:.*?\S)??)__(?!\w)")
+_EMPH = re.compile(r"\*(\S(?:[^*]*?\S)??)\*|(?<!\w)_(\S(?:[^_]*?\S)??)_(?!\w)")
 _SAFE_URL = re.compile(r"^(https?://|mailto:|[^:]*$)", re.I)
 
 
@@ -55,9 +68,8 @@ def _token(m: re.Match) -> str:
     return f'<a href="{html.escape(url)}">{text}</a>' if _SAFE_URL.match(url) else text
 
 
-def inline_html(text: str) -> str:
-    """One line of Markdown text as escaped HTML with code spans, links and emphasis."""
-    text = _IMAGE.sub(lambda m: f"[figure: {m.group(1)}]", text)
+def _text_html(text: str) -> str:
+    """Escaped text with code spans, links and emphasis (no images)."""
     parts, last = [], 0
     for m in _INLINE.finditer(text):
         parts.append(_emphasis(html.escape(text[last:m.start()], quote=False)))
@@ -65,6 +77,46 @@ def inline_html(text: str) -> str:
         last = m.end()
     parts.append(_emphasis(html.escape(text[last:], quote=False)))
     return "".join(parts)
+
+
+def _image(m: re.Match) -> str:
+    url = m.group(2)
+    if not _SAFE_URL.match(url):
+        return html.escape(m.group(1), quote=False)
+    return f'<img src="{html.escape(url)}" alt="{html.escape(m.group(1))}">'
+
+
+def inline_html(text: str) -> str:
+    """One line of Markdown text as escaped HTML with code spans, links, emphasis and
+    images (``<img>`` whose ``src`` is the path as written)."""
+    parts, last = [], 0
+    for m in _IMAGE.finditer(text):
+        parts.append(_text_html(text[last:m.start()]))
+        parts.append(_image(m))
+        last = m.end()
+    parts.append(_text_html(text[last:]))
+    return "".join(parts)
+
+
+def _image_src(src: str, base: Path, page: Path) -> str:
+    """``src`` (relative to ``base``) as a ``data:`` URI, or relative to ``page``."""
+    url = html.unescape(src)
+    if re.match(r"^[a-z][a-z0-9+.-]*:", url, re.I) or url.startswith("/"):
+        return src  # an absolute URL stays as written
+    path = base / url
+    mime = _MIME.get(path.suffix.lower())
+    if mime and path.is_file() and path.stat().st_size <= EMBED_LIMIT:
+        return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+    return html.escape(Path(os.path.relpath(path, page)).as_posix())
+
+
+def embed_images(body: str, base: str | os.PathLike, page: str | os.PathLike | None = None
+                 ) -> str:
+    """Rewrite every ``<img src>`` of rendered ``body`` (paths relative to ``base``): an
+    image file there becomes a ``data:`` URI, any other is linked relative to ``page``."""
+    b = Path(base)
+    p = Path(page) if page is not None else b
+    return _IMG_TAG.sub(lambda m: f'<img src="{_image_src(m.group(1), b, p)}" alt="', body)
 
 
 def _split_row(line: str) -> list[str]:
@@ -222,9 +274,15 @@ def _blocks(lines: list[str]) -> list[_Block]:
     return out
 
 
-def markdown_html(text: str) -> str:
-    """The subset of Markdown facecast writes (module docstring), as HTML body elements."""
-    return "\n".join(b.html for b in _blocks(text.splitlines()))
+def markdown_html(text: str, *, base: str | os.PathLike | None = None,
+                  page: str | os.PathLike | None = None) -> str:
+    """The subset of Markdown facecast writes (module docstring), as HTML body elements.
+
+    ``base``: the folder image paths are relative to (their files are embedded, see
+    :func:`embed_images`); ``page``: the folder the page is written to (default ``base``).
+    Without ``base`` an image's ``src`` is the path as written."""
+    out = "\n".join(b.html for b in _blocks(text.splitlines()))
+    return out if base is None else embed_images(out, base, page)
 
 
 def table_head(title: str, prose: str, columns: Sequence[str]) -> list[str]:

@@ -2,7 +2,8 @@
 
 :func:`facecast.config.prepare.fill_defaults` returns one line per derived default or
 skipped stage (``fairness: skipped - no protected attribute ...; set fairness.protected
-...``). :func:`write_plan` writes them as ``results/plan.md`` and an HTML twin for the
+...``). :func:`write_plan` writes them as ``results/<ds>/plan.md`` (one per dataset of the
+config: a second config's run in the same folder keeps it) and an HTML twin for the
 report, so a stage that did not run says so where the user looks for its output.
 """
 

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from facecast.analysis.filtering import DEFAULT_STATUSES, benchmark_pool
+from facecast.evaluate.failures import DEFAULT_RULE, FAILED_SCORE, check_rule, failed_mask
 from facecast.evaluate.folds import scored_folds
 from facecast.evaluate.metrics import (
     equal_error_rate,
@@ -138,17 +139,23 @@ def slice_accuracy(pairs: pd.DataFrame, member: np.ndarray, folds: np.ndarray,
 def score_pairs(pairs: pd.DataFrame, image_ids: pd.Index, cfg: Mapping[str, Any],
                 accuracy: Mapping[str, Any]) -> tuple[Scored, dict[str, int]]:
     """The searched pairs - evaluate's test pairs (fold rule of
-    :func:`facecast.evaluate.folds.scored_folds`) with a finite score and a 0/1 label -
-    their errors at the one threshold, and the counts of pairs left out."""
+    :func:`facecast.evaluate.folds.scored_folds`) with a 0/1 label that the failure rule
+    ``accuracy["failed"]`` counts (``evaluate.failed``: under ``nonmatch`` a pair without a
+    feature at score ``-inf``, an error when genuine; under ``drop`` left out) - their
+    errors at the one threshold, and the counts of pairs left out and without a feature."""
+    rule = check_rule(str(accuracy.get("failed", DEFAULT_RULE)))
     folds = scored_folds(pairs, n_folds=int(accuracy.get("n_folds", 10)),
                          seed=int(accuracy.get("seed", 0)),
                          include_val=bool(accuracy.get("include_val", False)))
     in_test = folds != ""
-    s = pd.to_numeric(pairs["score"], errors="coerce").to_numpy(np.float64)
+    s = pd.to_numeric(pairs["score"], errors="coerce").to_numpy(np.float64).copy()
     lab = pd.to_numeric(pairs["label"], errors="coerce").to_numpy(np.float64)
-    ok = np.isfinite(s) & np.isin(lab, (0, 1)) & in_test
+    failed = failed_mask(pairs) & np.isin(lab, (0, 1))
+    s[failed] = FAILED_SCORE
+    ok = (np.isfinite(s) | (failed & (rule == "nonmatch"))) & np.isin(lab, (0, 1)) & in_test
     counts = {"n_pairs_dropped": int((~ok & in_test).sum()),
-              "n_pairs_held_out": int((~in_test).sum())}
+              "n_pairs_held_out": int((~in_test).sum()),
+              "n_failed": int((failed & in_test).sum()), "failed": rule}
     y = lab[ok].astype(bool)
     kept = pairs.loc[ok].reset_index(drop=True).assign(score=s[ok], label=y.astype(int))
     thr = global_threshold(s[ok], y, cfg)

@@ -58,7 +58,8 @@ ERRORS = {"fnmr": (True, "min_genuine", "min_impostor", "genuine", "impostor"),
 
 @dataclass
 class Scored:
-    """The searched pairs (evaluate's test pairs with a finite score and a 0/1 label):
+    """The searched pairs (evaluate's test pairs with a 0/1 label that the failure rule
+    counts; a pair without a feature at score ``-inf`` under ``nonmatch``):
     table, folds, labels, errors at the one threshold, image indices (-1 = not in the
     attribute table)."""
 

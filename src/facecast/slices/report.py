@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from facecast.evaluate.failures import FAILED_RULES, rule_text
 from facecast.fairness.hardpairs import hardest_pairs
 from facecast.report.figures import pyplot, save_figure
 from facecast.slices.discover import threshold_text
@@ -98,10 +99,12 @@ def summary_text(info: Mapping[str, Any]) -> str:
         f" it): {c['evaluated']} slices evaluated, {c['pruned']} pruned, {c['tested']} "
         f"tested, {c['significant']} significant, {c['findings']} findings"
         for e, c in by.items())
+    failed = (f" {rule_text(info['failed'], int(info.get('n_failed', 0)))}"
+              if info.get("failed") in FAILED_RULES else "")
     return (f"One threshold on all {info['n_pairs']} pairs: {threshold_text(info['threshold'])}"
             f". {per}. False-discovery rate {info['fdr']:g} ({info['fdr_method'].upper()}) "
             f"over one family of {info['family']} slices (every error type; slices not "
-            "tested, pruned ones included, count with p = 1).")
+            f"tested, pruned ones included, count with p = 1).{failed}")
 
 
 def bench_name(model: str, protocol: str, etype: str, finding: int) -> str:

@@ -53,6 +53,7 @@ from facecast.slices.report import (
     summary_text,
     terminal_report,
 )
+from facecast.slices.verdict import verdict_html
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +149,7 @@ def report_body(result: SliceSearch, examples: pd.DataFrame, top: int) -> list[s
     """The report page: what was searched, the findings (one line each) with their
     example pairs, then the slice table (the ``top`` of each error type)."""
     table, findings, info = result.table, result.findings, result.info
-    lines = [f"<p>{html.escape(summary_text(info))}</p>"]
+    lines = [verdict_html(info, findings), f"<p>{html.escape(summary_text(info))}</p>"]
     if len(findings):
         lines.append(frame_html(finding_lines(findings),
                                 caption="findings: distinct effects, most important first "

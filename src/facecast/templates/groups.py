@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 
 from facecast.analysis.template_level import aggregate_members
+from facecast.evaluate.failures import decision_scores
 from facecast.evaluate.metrics import far_resolvable
 from facecast.fairness.groups import discretise, parse_specs
-from facecast.fairness.threshold import group_rates, thresholds_at_fmr
-from facecast.templates.verify import decision_scores
+from facecast.fairness.threshold import group_failures, group_rates, thresholds_at_fmr
 
 
 def template_groups(members: pd.DataFrame, attributes: pd.DataFrame,
@@ -78,19 +78,21 @@ def template_group_rates(pairs: pd.DataFrame, groups: pd.DataFrame,
                          fmr_targets: Sequence[float], failed: str = "nonmatch"
                          ) -> pd.DataFrame:
     """FMR / FNMR per group at the global thresholds of ``fmr_targets``; pairs naming a
-    template without features count as ``templates.failed`` says
-    (:func:`facecast.templates.verify.decision_scores`: non-matches, or left out); columns
-    of :func:`~facecast.fairness.threshold.group_rates` plus ``target_fmr`` and
-    ``resolvable``."""
+    template without features count as ``templates.failed`` (an alias of
+    ``evaluate.failed``) says (:func:`facecast.evaluate.failures.decision_scores`:
+    non-matches at score ``-inf``, or left out); columns
+    of :func:`~facecast.fairness.threshold.group_rates` plus ``target_fmr``,
+    ``resolvable`` and, per group whatever the rule, ``n_pairs``, ``n_failed`` and ``fte``
+    (:func:`~facecast.fairness.threshold.group_failures`: its pairs naming a template
+    without features)."""
     ok = pairs["status"].astype(str).to_numpy() == "ok"
     scores, labels = decision_scores(pairs["score"].to_numpy(np.float64), ok,
                                      pairs["label"].to_numpy(), failed)
-    p = pairs if failed == "nonmatch" else pairs[ok]
     g = groups.set_index("template_id")["group"]
-    ga = p["template_a"].map(g).to_numpy(object)
-    gb = p["template_b"].map(g).to_numpy(object)
-    same = pd.notna(ga) & (ga == gb)
-    group = np.where(same, ga, None)
+    ga = pairs["template_a"].map(g).to_numpy(object)
+    gb = pairs["template_b"].map(g).to_numpy(object)
+    every = np.where(pd.notna(ga) & (ga == gb), ga, None)
+    group = every if failed == "nonmatch" else every[ok]
     imp = scores[labels == 0]
     thr = thresholds_at_fmr(imp, list(fmr_targets))
     rates = group_rates(scores, labels, group, thr)
@@ -98,4 +100,4 @@ def template_group_rates(pairs: pd.DataFrame, groups: pd.DataFrame,
     rates.insert(1, "target_fmr", targets[rates["threshold_index"].to_numpy()])
     rates["resolvable"] = far_resolvable(rates["n_impostor"].to_numpy(),
                                          rates["target_fmr"].to_numpy())
-    return rates
+    return rates.merge(group_failures(every, ~ok), on="group", how="left")

@@ -11,6 +11,12 @@ this is the template rank). CMC and FNIR at FPIR come from
 fewer than 1/FPIR non-mated searches is not resolvable (``n/a``), as there. With the
 templates' demographic groups each probe group gets its own rows (the thresholds stay
 those of all non-mated searches, as the identification stage sets them per group).
+
+Templates without a feature count by the one failure rule (``templates.failed``, an alias
+of ``evaluate.failed``; :mod:`facecast.identification.misses` for images): under
+``nonmatch`` a probe without one is searched and misses - a mated probe at every rank,
+a non-mated one returns no candidate - and a mated probe whose subject's gallery
+templates all lack one misses too; under ``drop`` they leave the protocol.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from facecast.evaluate.failures import DEFAULT_RULE, FAILED_SCORE, check_rule
 from facecast.identification.metrics import cmc, fnir_at_fpir
 
 
@@ -77,7 +84,8 @@ def _rows(base: dict, rank: np.ndarray, ms: np.ndarray, nonmated_top: np.ndarray
 def identification_table(templates: pd.DataFrame, features: np.ndarray,
                          protocol: Mapping[str, pd.DataFrame], *, ranks: Sequence[int],
                          fpir_targets: Sequence[float],
-                         probe_groups: Mapping[int, str] | None = None) -> pd.DataFrame:
+                         probe_groups: Mapping[int, str] | None = None,
+                         failed: str = DEFAULT_RULE) -> pd.DataFrame:
     """Rows ``gallery`` (G1, G2, G1+G2) x ``group`` x ``metric`` (``rank_<k>``,
     ``tpir@fpir=<t>``): ``value``, ``text``, ``resolvable``, ``n_probes``, ``n_mated``,
     ``n_nonmated``, ``n_unscored`` (probe or gallery templates without features).
@@ -87,8 +95,10 @@ def identification_table(templates: pd.DataFrame, features: np.ndarray,
     FNIR at the thresholds set by every non-mated search of the gallery. ``templates``:
     the templates table (``template_id``, ``status``) aligned with ``features``;
     ``protocol``: ``G1``, ``G2``, ``probe`` frames of ``template_id``, ``subject_id``
-    (:func:`facecast.datasets.ijb.read_one_n_csv`).
+    (:func:`facecast.datasets.ijb.read_one_n_csv`). ``failed``: the failure rule (module
+    docstring).
     """
+    check_rule(failed)
     row_of = pd.Series(np.arange(len(templates)), index=templates["template_id"].to_numpy())
     ok_ids = set(templates.loc[templates["status"] == "ok", "template_id"].tolist())
 
@@ -97,18 +107,25 @@ def identification_table(templates: pd.DataFrame, features: np.ndarray,
         return df[keep], int((~keep).sum())
 
     probes, p_lost = usable(protocol["probe"])
-    p_feats = features[row_of[probes["template_id"]].to_numpy()]
+    if failed == "nonmatch":
+        probes = protocol["probe"]
+    p_ok = probes["template_id"].isin(ok_ids).to_numpy()
+    p_feats = features[row_of[probes.loc[p_ok, "template_id"]].to_numpy()]
     pg = None
     if probe_groups:
         pg = probes["template_id"].map(dict(probe_groups)).to_numpy(object)
     out = []
     galleries = {"G1": protocol["G1"], "G2": protocol["G2"],
                  "G1+G2": pd.concat([protocol["G1"], protocol["G2"]], ignore_index=True)}
-    for name, gal in galleries.items():
-        gal, g_lost = usable(gal)
+    for name, whole in galleries.items():
+        gal, g_lost = usable(whole)
         g_feats = features[row_of[gal["template_id"]].to_numpy()]
-        rank, ms, other = subject_ranks(p_feats, probes["subject_id"].to_numpy(), g_feats,
-                                        gal["subject_id"].to_numpy())
+        rank, ms, other = _with_misses(
+            subject_ranks(p_feats, probes.loc[p_ok, "subject_id"].to_numpy(), g_feats,
+                          gal["subject_id"].to_numpy()),
+            p_ok, probes["subject_id"].isin(
+                (whole if failed == "nonmatch" else gal)["subject_id"]).to_numpy(),
+            whole["subject_id"].nunique())
         nonmated_top = other[rank == 0]
         subsets = [("all", np.ones(len(rank), bool))]
         if pg is not None:
@@ -122,3 +139,23 @@ def identification_table(templates: pd.DataFrame, features: np.ndarray,
     cols = ["gallery", "group", "metric", "value", "text", "resolvable", "n_probes",
             "n_mated", "n_nonmated", "n_unscored"]
     return pd.DataFrame(out, columns=cols)
+
+
+def _with_misses(found: tuple[np.ndarray, np.ndarray, np.ndarray], probe_ok: np.ndarray,
+                 subject_enrolled: np.ndarray, n_subjects: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`subject_ranks` of the probes with a feature, spread over every probe: a
+    probe without one, or one whose subject is enrolled but has no template with a
+    feature, misses (rank ``n_subjects + 1``, mate score ``-inf``) when its subject is
+    enrolled and returns no candidate (best other score ``-inf``) when not. Under ``drop``
+    every probe has a feature and ``subject_enrolled`` names the featured gallery only, so
+    nothing changes."""
+    rank_ok, ms_ok, other_ok = found
+    n = len(probe_ok)
+    rank = np.zeros(n, np.int64)
+    ms = np.full(n, np.nan)
+    other = np.full(n, FAILED_SCORE)
+    rank[probe_ok], ms[probe_ok], other[probe_ok] = rank_ok, ms_ok, other_ok
+    miss = subject_enrolled & (rank == 0)
+    rank[miss], ms[miss] = n_subjects + 1, FAILED_SCORE
+    return rank, ms, other

@@ -29,6 +29,7 @@ from facecast.datasets.ijb import (
     template_subjects,
 )
 from facecast.embed.read import load_embeddings
+from facecast.evaluate.failures import FAILED_RULES, decision_scores, rule_text
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
 from facecast.report.figures import pyplot, save_figure
@@ -38,7 +39,6 @@ from facecast.templates.groups import template_group_rates, template_groups
 from facecast.templates.identify import identification_table
 from facecast.templates.scoring import score_pairs
 from facecast.templates.verify import (
-    decision_scores,
     failure_to_template,
     insightface_roc,
     tar_table,
@@ -148,10 +148,7 @@ def run_templates(root: str | os.PathLike, variant: str,
                     "failed: FTT %.4f): kept in pairs.parquet with status no_features; %s",
                     n_unscored, ftt["n_failed_templates"], ftt["n_templates"],
                     ftt["ftt_rate"],
-                    "counted as non-matches in the TAR table (templates.failed: nonmatch)"
-                    if cfg["failed"] == "nonmatch" else
-                    "left out of the TAR table (templates.failed: drop): TAR is measured on "
-                    "the scored pairs only")
+                    rule_text(cfg["failed"]))
     write_parquet(pa.table({
         "template_a": pairs["template_a"].to_numpy(), "template_b": pairs["template_b"].to_numpy(),
         "label": pairs["label"].to_numpy(), "score": scores,
@@ -164,6 +161,8 @@ def run_templates(root: str | os.PathLike, variant: str,
     tab = tar_table(used, labels, cfg["fars"], roc=roc, readout=cfg["readout"])
     tab.insert(0, "model", model)
     tab["n_unscored"] = n_unscored
+    tab["n_pairs"] = int(len(labels))
+    tab["n_failed"] = n_unscored
     tab["failed"] = cfg["failed"]
     for key, value in ftt.items():
         tab[key] = value
@@ -206,7 +205,7 @@ def run_template_identification(templates_path: str | os.PathLike,
         probe_groups = dict(zip(g["template_id"].tolist(), g["group"].tolist(), strict=True))
     ident = identification_table(table.drop(columns=["embedding"]), feats, frames,
                                  ranks=cfg["ranks"], fpir_targets=cfg["fpir_targets"],
-                                 probe_groups=probe_groups)
+                                 probe_groups=probe_groups, failed=cfg["failed"])
     ident.insert(0, "model", model)
     prov = {**dict(provenance or {}), "stage": "templates", "model": model, "protocol": "1:N",
             "ranks": list(cfg["ranks"]), "fpir_targets": list(cfg["fpir_targets"])}
@@ -257,12 +256,15 @@ def summarise_templates(tables: Sequence[str | os.PathLike], csv_path: str | os.
     wide = long.pivot(index="model", columns="far", values="text")
     wide.columns = [f"TAR@FAR={f:g}" for f in wide.columns]
     wide = wide.reset_index()
-    extra = [c for c in ("failed", "ftt_rate") if c in long.columns]
+    extra = [c for c in ("n_pairs", "n_failed", "failed", "ftt_rate") if c in long.columns]
     counts = long.groupby("model")[["n_genuine", "n_impostor", "n_unscored", *extra]].first()
     wide = wide.merge(counts.reset_index(), on="model")
     write_text(csv_path, wide.to_csv(index=False))
+    rules = sorted(set(long["failed"].astype(str))) if "failed" in long.columns else []
+    rule = " ".join(rule_text(r) for r in rules if r in FAILED_RULES)
     body = [frame_html(wide, caption=f"{title}: 1:1 verification, TAR at FAR (insightface "
-                                     "read-out: the ROC point nearest each FAR)")]
+                                     "read-out: the ROC point nearest each FAR). Pairs naming "
+                                     f"a template without a feature: {rule or '-'}")]
     if identification:
         ident = pd.concat([read_parquet(p) for p in identification], ignore_index=True)
         w = ident.pivot_table(index=["model", "gallery", "group"], columns="metric",

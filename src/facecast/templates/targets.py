@@ -15,6 +15,7 @@ from typing import Any
 from facecast.config.util import name_list
 from facecast.datasets.ijb import meta_files, one_n_files
 from facecast.datasets.targets import name_regex
+from facecast.evaluate.failures import rule_of
 from facecast.fairness.targets import fairness_groups, section_enabled, section_models
 
 __all__ = ["TEMPLATES_DIR", "datasets", "dataset_regex", "enabled", "job_config",
@@ -110,8 +111,11 @@ def targets(config: Mapping[str, Any], ds: str) -> list[str]:
 def job_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """What a templates job reads of the section (without ``models``/``datasets``, so
     adding a model reruns no other model's job)."""
-    return {k: v for k, v in dict(config.get("templates") or {}).items()
-            if k not in ("models", "datasets", "enabled")}
+    out = {k: v for k, v in dict(config.get("templates") or {}).items()
+           if k not in ("models", "datasets", "enabled")}
+    # templates.failed is an alias of evaluate.failed: one rule for every rate
+    out["failed"] = out.get("failed") or rule_of(config)
+    return out
 
 
 def report_kw(name: str) -> dict[str, Any]:

@@ -15,7 +15,9 @@ reads it out the same way (:func:`nearest_index`), adding what the reference lea
 unsaid: the FAR actually reached, the threshold, the pair counts and ``resolvable`` -
 false when there are fewer than ``1 / FAR`` impostor pairs
 (:func:`facecast.evaluate.metrics.far_resolvable`), so that no fraction of one impostor
-is passed off as a measured rate. ``tests/test_templates.py`` compares both with what
+is passed off as a measured rate. A pair naming a template without a feature counts by
+the one failure rule (:func:`facecast.evaluate.failures.decision_scores`: under
+``nonmatch`` at score ``-inf``, rejected at every threshold). ``tests/test_templates.py`` compares both with what
 ``ijb_11.py`` itself returned on hostile ROCs (``tests/data/reference/insightface/``).
 """
 
@@ -26,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from facecast.evaluate.failures import FAILED_RULES
 from facecast.evaluate.metrics import far_resolvable, roc_points
 from facecast.evaluate.metrics import tar_at_far as tar_at_or_below
 
@@ -35,27 +38,9 @@ READOUTS = ("insightface", "at_or_below")
 #: the FARs of insightface's IJB table
 INSIGHTFACE_FARS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
 
-#: how a pair naming a template without features counts (``templates.failed``)
-FAILED_POLICIES = ("nonmatch", "drop")
-
-
-def decision_scores(scores: np.ndarray, ok: np.ndarray, labels: np.ndarray,
-                    failed: str = "nonmatch") -> tuple[np.ndarray, np.ndarray]:
-    """(scores, labels) of the pairs the TAR table counts, by ``templates.failed``.
-
-    ``nonmatch`` (NIST FRTE's convention for a failure to template): every pair, a pair
-    that could not be scored (``ok`` False) at a score below every real one, so it is
-    rejected at every threshold - a false non-match when genuine, a correct reject when
-    impostor. ``drop``: the scored pairs only. The two agree when every pair is scored.
-    """
-    if failed not in FAILED_POLICIES:
-        raise ValueError(f"templates.failed must be one of {FAILED_POLICIES}, got {failed!r}")
-    scores = np.asarray(scores, np.float64)
-    ok = np.asarray(ok, bool)
-    if failed == "drop" or ok.all():
-        return scores[ok], np.asarray(labels)[ok]
-    floor = min(-2.0, float(scores[ok].min()) - 1.0) if ok.any() else -2.0
-    return np.where(ok, scores, floor), np.asarray(labels)
+#: how a pair naming a template without features counts (``templates.failed``, an alias
+#: of ``evaluate.failed``: the one rule of :mod:`facecast.evaluate.failures`)
+FAILED_POLICIES = FAILED_RULES
 
 
 def failure_to_template(status: pd.Series) -> dict[str, float | int]:

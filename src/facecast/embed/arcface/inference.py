@@ -24,7 +24,12 @@ call. The modes:
   Without reduced precision that really runs (``amp: none``, or fp16 on a CPU, where
   autocast ignores it) it falls back to ``eager`` (logged).
 * ``auto`` (default): ``frozen`` on CPU without mixed precision; on CUDA ``half`` under
-  fp16/bf16, else ``eager``.
+  fp16, else ``eager``. bf16 stays eager: bf16 weights keep 8 mantissa bits, and the r100
+  half model's features matched the eager module's only to cosine 0.999805 on an H200
+  (issue 48) - below :data:`MIN_COSINE`, so the check would drop it on every build; no
+  threshold that admits it would still catch a broken model, so ``inference: half`` needs
+  ``embed.amp: fp16`` (a config error otherwise) and bf16 runs autocast on the eager
+  module.
 
 ``compile: true`` (model option) wraps the model that runs in ``torch.compile`` (dynamic
 batch dimension, so one compile serves every batch size; a batch of one crop is run as
@@ -36,9 +41,11 @@ A compiled model that fails to build or to match is dropped (logged) and the unc
 one runs.
 
 Folding and half weights change floating-point rounding only. Every non-eager model (and
-every compiled one) is checked when it is built: on :data:`CHECK_BATCH` fixed
-pseudo-random inputs (another batch size than the trace's) its features must match the
-eager module's on the same device, under the same autocast, to cosine >= :data:`MIN_COSINE`,
+every compiled one) is checked when it is built: on :data:`CHECK_BATCH` fixed face images
+(:func:`check_inputs`: faces of the synthetic demo's renderer, not noise - the rounding
+error of half weights on faces was 2-3x that on uniform noise, issue 48; another batch
+size than the trace's) its features must match the eager module's on the same device,
+under the same autocast, to cosine >= :data:`MIN_COSINE` (a NaN or inf cosine fails),
 else the eager (or uncompiled) module is used and a warning says why. The mode that really runs is in every
 embedding file's provenance (``inference``).
 """
@@ -71,14 +78,14 @@ def resolve_mode(mode: str, device: torch.device, amp: str) -> str:
     if mode not in INFERENCE_MODES:
         raise ValueError(f"arcface_torch inference must be one of {', '.join(INFERENCE_MODES)}, "
                          f"got {mode!r}")
-    if mode == "half" and amp == "none":
-        raise ValueError("arcface_torch inference half needs embed.amp fp16 or bf16 (the "
-                         "half weights' precision), got amp none")
+    if mode == "half" and amp != "fp16":
+        raise ValueError(f"arcface_torch inference half needs embed.amp fp16 (the half "
+                         f"weights' precision; bf16 stays eager), got amp {amp}")
     if mode != "auto":
         return mode
     if device.type == "cpu":
         return "frozen" if amp in ("none", "fp16") else "eager"
-    return "half" if amp in ("fp16", "bf16") else "eager"
+    return "half" if amp == "fp16" else "eager"
 
 
 def fold_batchnorm(model: nn.Module) -> nn.Module:
@@ -114,14 +121,36 @@ def freeze_model(model: nn.Module) -> torch.jit.ScriptModule:
 
 
 def min_cosine(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Smallest row-wise cosine similarity of two feature batches (float64)."""
-    return float(torch.nn.functional.cosine_similarity(a.double(), b.double()).min())
+    """Smallest row-wise cosine similarity of two feature batches (float64); NaN when any
+    feature is not finite (so ``cos >= MIN_COSINE`` fails for it)."""
+    a, b = a.double(), b.double()
+    if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
+        return float("nan")
+    return float(torch.nn.functional.cosine_similarity(a, b).min())
+
+
+def matches(cos: float) -> bool:
+    """Whether a rewritten model's :func:`min_cosine` passes the build-time check: at least
+    :data:`MIN_COSINE`, never NaN."""
+    return bool(cos >= MIN_COSINE)
 
 
 def check_inputs() -> torch.Tensor:
-    """:data:`CHECK_BATCH` fixed pseudo-random inputs in [-1, 1] (the scaled-crop range)."""
-    gen = torch.Generator().manual_seed(0)
-    return torch.rand(CHECK_BATCH, 3, INPUT_SIZE, INPUT_SIZE, generator=gen) * 2 - 1
+    """:data:`CHECK_BATCH` fixed face images scaled to [-1, 1] like a crop: the synthetic
+    demo's renderer (seeded), rendered at 150 px and the middle 112 px kept."""
+    import numpy as np
+
+    from facecast.datasets.synthetic.render import render_image
+    from facecast.datasets.synthetic.sampling import sample_covariates, sample_identity
+
+    rng = np.random.default_rng(0)
+    faces = []
+    for _ in range(CHECK_BATCH):
+        traits = sample_identity(rng)
+        img = render_image(traits, sample_covariates(rng, traits), 150, rng)
+        faces.append(img[19:19 + INPUT_SIZE, 19:19 + INPUT_SIZE])
+    x = torch.from_numpy(np.stack(faces)).permute(0, 3, 1, 2).float()
+    return (x / 127.5 - 1.0).contiguous()
 
 
 def half_model(model: nn.Module, dtype: torch.dtype) -> nn.Module:
@@ -175,7 +204,7 @@ def build_half(model: nn.Module, device: torch.device, amp: str,
         log.warning("model %s: inference half could not be built (%s: %s); using eager",
                     name, type(exc).__name__, exc)
         return _eager(model, device)
-    if cos >= MIN_COSINE:
+    if matches(cos):
         log.info("model %s: inference half (%s weights; features match the eager model to "
                  "cosine %.7f)", name, active, cos)
         return candidate, "half"
@@ -204,7 +233,7 @@ def compile_model(model: nn.Module, eager: nn.Module, device: torch.device, amp:
         log.warning("model %s: torch.compile failed (%s: %s); running uncompiled", name,
                     type(exc).__name__, exc)
         return model, None
-    if cos < MIN_COSINE:
+    if not matches(cos):  # NaN included: a compiled model that gives NaN is not kept
         log.warning("model %s: the compiled model's features differ from the eager model "
                     "(min cosine %.6f < %s); running uncompiled", name, cos, MIN_COSINE)
         return model, None
@@ -244,7 +273,7 @@ def build_inference_model(model: nn.Module, mode: str, device: torch.device,
             log.warning("model %s: inference %s could not be built (%s: %s); trying the next "
                         "mode", name, attempt, type(exc).__name__, exc)
             continue
-        if cos >= MIN_COSINE:
+        if matches(cos):
             log.info("model %s: inference %s (features match the eager model to cosine %.7f)",
                      name, attempt, cos)
             return candidate, attempt
