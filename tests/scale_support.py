@@ -53,6 +53,7 @@ def scale_config() -> dict:
     models = cfg.get("embed", {}).get("models", {})
     if "dlib" in models:
         cfg["embed"]["models"] = {"dlib": models["dlib"]}
+        cfg.get("fairness", {}).pop("leaderboard", None)  # baseline lbp: not a model here
         if "reference_model" in cfg.get("mining", {}):
             cfg["mining"]["reference_model"] = "dlib"
         if cfg.get("evaluate", {}).get("models"):

@@ -56,3 +56,20 @@ def test_balanced_summary_keeps_accuracy_first():
     assert md.index("### Accuracy beside chance") < md.index("## TAR at FAR")
     row = next(x for x in md.splitlines() if x.startswith("| all_pairs | 100 |"))
     assert row == "| all_pairs | 100 | 100 | 0 | different | 50.00 | -2.00 |"
+
+
+def test_bin_suite_pairs_table_shows_counts_and_the_constant_answer():
+    """The .bin suite / CC11 pairs table: genuine and impostor counts and the constant
+    answer's accuracy beside every row (80 % for 2 genuine and 8 impostor pairs)."""
+    from facecast.evaluate.bin_suite import _chance_cell, _pairs_lines
+
+    assert _chance_cell(2, 8) == "80.00 (different)"
+    assert _chance_cell(9, 1) == "90.00 (same)"
+    assert _chance_cell(float("nan"), 3) == "–"
+    long = pd.DataFrame([{"set": "lfw", "block": "", "model": "m", "status": "ok",
+                          "n_pairs": 10, "n_genuine": 2, "n_impostor": 8, "n_failed": 1,
+                          "failed_statuses": "no_face: 1", "n_skipped": 0,
+                          "skipped_statuses": "", "folds": "10 blocks", "failed": "nonmatch"}])
+    lines = _pairs_lines(long, "set")
+    assert "| lfw | m | 10 | 2 | 8 | 80.00 (different) | 1 | no_face: 1 | 0 | – | 10 blocks |" \
+        in lines

@@ -46,6 +46,7 @@ def hostile_config(root: Path, table: Path) -> dict:
     }
     cfg["faces"]["max_pixels"] = MAX_PIXELS
     cfg["embed"]["models"] = {"dlib": {"backend": "dlib_resnet"}}
+    cfg["fairness"].pop("leaderboard", None)  # its baseline (lbp) is not a model here
     cfg["attributes"]["scorers"] = ["native"]
     cfg["attributes"]["trainer"] = {"enabled": False}
     cfg["correlations"]["methods"] = ["pearson"]

@@ -164,6 +164,8 @@ def _metrics(tmp_path: Path, model: str, s: str, acc: float, std: float = 0.01,
     path = tmp_path / f"{model}_{s}.parquet"
     write_parquet(pd.DataFrame([{"model": model, "benchmark": s, "accuracy": acc,
                                  "accuracy_std": std, "n_pairs": 6000, "n_skipped": 0,
+                                 "n_genuine": 3000 if s != "African" else 2000,
+                                 "n_impostor": 3000 if s != "African" else 4000,
                                  "skipped_statuses": "", "n_failed": n_failed,
                                  "failed": "nonmatch",
                                  "folds": f"RFW ...; pairs file structure: {s} as found"}]),
@@ -203,8 +205,10 @@ def test_table_average_std_across_sets_and_ser(tmp_path):
                                    "95.00 ± 1.00", "96.25", "2.17"]
     assert _cells(md, "b")[6] == "n/a (SER: no error on Caucasian, the smallest error is 0)"
     assert v.std() == pytest.approx(0.0258602, abs=1e-7)
-    assert "| a | average | 24000 | 12 | 0 | – | ok |" in md
-    assert "| a | Indian | 6000 | 3 | 0 | – | ok |" in md
+    assert "| a | average | 24000 | 11000 | 13000 | 54.17 | 12 | 0 | – | ok |" in md
+    assert "| a | Indian | 6000 | 3000 | 3000 | 50.00 | 3 | 0 | – | ok |" in md
+    assert "| a | African | 6000 | 2000 | 4000 | 66.67 | 3 | 0 | – | ok |" in md
+    assert avg["chance_accuracy"] == pytest.approx(13000 / 24000)
     assert "24 pair(s) without a feature: pairs without a feature count as non-matches" in md
     assert "Wang et al., ICCV 2019" in md and "Wang & Deng" in md and "FairCal" not in md
     assert t.loc[t["set"] == "Asian", "structure"].tolist() == ["Asian as found"] * 2
@@ -258,8 +262,8 @@ def test_table_failed_pairs_nonmatch_against_drop(tmp_path):
         "(evaluate.failed: nonmatch" in md_non
     assert "3 pair(s) without a feature: pairs without a feature are left out " \
         "(evaluate.failed: drop)" in md_drop
-    assert "| m | Indian | 20 | 3 | 0 | – | ok |" in md_non
-    assert "| m | Indian | 17 | 3 | 3 | no_face: 3 | ok |" in md_drop
+    assert "| m | Indian | 20 | 10 | 10 | 50.00 | 3 | 0 | – | ok |" in md_non
+    assert "| m | Indian | 17 | 8 | 9 | 52.94 | 3 | 3 | no_face: 3 | ok |" in md_drop
 
 
 def test_set_accuracy_is_insightface_ten_fold_rule(tmp_path):

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from facecast.config.bin_sets import CC11_LABELS, CC11_NAMES
+from facecast.evaluate.chance import chance_accuracy, constant_answer
 from facecast.evaluate.failures import FAILED_RULES, rule_text
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
@@ -37,8 +38,9 @@ from facecast.report.html_tables import html_page, markdown_html
 from facecast.report.markdown import table_head
 
 #: the metric columns the tables carry over from each metrics.parquet
-METRIC_COLUMNS = ("accuracy", "accuracy_std", "n_pairs", "n_failed", "failed_statuses",
-                  "failed", "n_skipped", "skipped_statuses", "folds")
+METRIC_COLUMNS = ("accuracy", "accuracy_std", "n_pairs", "n_genuine", "n_impostor",
+                  "n_failed", "failed_statuses", "failed", "n_skipped", "skipped_statuses",
+                  "folds")
 
 
 def read_items(items: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -94,14 +96,28 @@ def _cell(row: Mapping[str, Any] | None, sep: str = "+-") -> str:
     return _pct(row["accuracy"], row["accuracy_std"], sep)
 
 
+def _chance_cell(n_genuine: Any, n_impostor: Any) -> str:
+    """``84.00 (different)``: the constant answer's accuracy and the answer; ``–`` without
+    counts."""
+    if n_genuine is None or n_impostor is None or pd.isna(n_genuine) or pd.isna(n_impostor):
+        return "–"
+    c = chance_accuracy(n_genuine, n_impostor)
+    return "–" if not np.isfinite(c) else (
+        f"{100 * c:.2f} ({constant_answer(n_genuine, n_impostor)})")
+
+
 def _pairs_lines(long: pd.DataFrame, label: str) -> list[str]:
     rules = sorted({str(r) for r in long["failed"].dropna()} & set(FAILED_RULES))
     lines = ["", "## Pairs and folds", "",
              "Pairs counted, pairs without a feature (n_failed, with their statuses: e.g. an "
              "image that did not decode), pairs left out (n_skipped, with their statuses), "
-             "and how the folds were formed. " + " ".join(rule_text(r) for r in rules), "",
-             f"| {label} | model | n_pairs | n_failed | failed statuses | n_skipped | "
-             "skipped statuses | folds |", "|---|---|---|---|---|---|---|---|"]
+             "and how the folds were formed. " + " ".join(rule_text(r) for r in rules)
+             + " Beside the counts, the accuracy of always giving the majority answer "
+             "(\"different\" where impostors outnumber genuine pairs): a 10-fold accuracy "
+             "near it is no better than chance.", "",
+             f"| {label} | model | n_pairs | genuine | impostor | constant answer (%) | "
+             "n_failed | failed statuses | n_skipped | skipped statuses | folds |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def num(v: Any) -> str:
         return "–" if v is None or pd.isna(v) else str(int(v))
@@ -112,10 +128,12 @@ def _pairs_lines(long: pd.DataFrame, label: str) -> list[str]:
     for r in long.itertuples():
         what = r.block or r.set
         if r.status == "missing":
-            lines.append(f"| {what} | {r.model} | – | – | – | – | (no metrics) | – |")
+            lines.append(f"| {what} | {r.model} | – | – | – | – | – | – | – | (no metrics) "
+                         "| – |")
             continue
-        lines.append(f"| {what} | {r.model} | {num(r.n_pairs)} | {num(r.n_failed)} | "
-                     f"{text(r.failed_statuses)} | {num(r.n_skipped)} | "
+        lines.append(f"| {what} | {r.model} | {num(r.n_pairs)} | {num(r.n_genuine)} | "
+                     f"{num(r.n_impostor)} | {_chance_cell(r.n_genuine, r.n_impostor)} | "
+                     f"{num(r.n_failed)} | {text(r.failed_statuses)} | {num(r.n_skipped)} | "
                      f"{text(r.skipped_statuses)} | {text(r.folds)} |")
     return lines
 

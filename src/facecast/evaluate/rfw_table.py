@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from facecast.datasets.rfw import STRUCTURE_MARK
+from facecast.evaluate.chance import chance_accuracy
 from facecast.evaluate.failures import rule_text
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import read_parquet, write_parquet
@@ -47,7 +48,8 @@ log = logging.getLogger(__name__)
 #: the row of a model's figures over its sets
 AVERAGE = "average"
 COLUMNS = ["model", "set", "accuracy", "accuracy_std", "std_across_sets", "ser", "n_pairs",
-           "n_failed", "n_skipped", "skipped_statuses", "failed", "structure", "status"]
+           "n_genuine", "n_impostor", "chance_accuracy", "n_failed", "n_skipped",
+           "skipped_statuses", "failed", "structure", "status"]
 
 
 def _num(row: Mapping[str, Any], key: str) -> float:
@@ -71,9 +73,11 @@ def _set_row(model: str, set_name: str, metrics: pd.DataFrame | None) -> dict[st
     m = metrics.iloc[0].to_dict() if metrics is not None and len(metrics) else {}
     row.update(accuracy=_num(m, "accuracy"), accuracy_std=_num(m, "accuracy_std"),
                std_across_sets=np.nan, ser=np.nan, n_pairs=_count(m, "n_pairs"),
+               n_genuine=_count(m, "n_genuine"), n_impostor=_count(m, "n_impostor"),
                n_failed=_count(m, "n_failed"), n_skipped=_count(m, "n_skipped"),
                skipped_statuses=str(m.get("skipped_statuses") or ""),
                failed=str(m.get("failed") or ""), structure=structure_of(m.get("folds")))
+    row["chance_accuracy"] = chance_accuracy(row["n_genuine"], row["n_impostor"])
     row["status"] = ("ok" if np.isfinite(row["accuracy"]) else
                      "n/a (no scorable genuine and impostor pairs)" if m else
                      "n/a (no metrics for this set)")
@@ -85,11 +89,14 @@ def average_row(model: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]
     acc = np.array([r["accuracy"] for r in rows], np.float64)
     out: dict[str, Any] = {"model": model, "set": AVERAGE, "accuracy_std": np.nan,
                            "n_pairs": int(sum(r["n_pairs"] for r in rows)),
+                           "n_genuine": int(sum(r.get("n_genuine", 0) for r in rows)),
+                           "n_impostor": int(sum(r.get("n_impostor", 0) for r in rows)),
                            "n_failed": int(sum(r.get("n_failed", 0) for r in rows)),
                            "n_skipped": int(sum(r["n_skipped"] for r in rows)),
                            "skipped_statuses": "", "structure": "",
                            "failed": ", ".join(dict.fromkeys(
                                r.get("failed", "") for r in rows if r.get("failed")))}
+    out["chance_accuracy"] = chance_accuracy(out["n_genuine"], out["n_impostor"])
     missing = [r["set"] for r in rows if not np.isfinite(r["accuracy"])]
     if missing or not len(rows):
         out.update(accuracy=np.nan, std_across_sets=np.nan, ser=np.nan,
@@ -164,12 +171,17 @@ def rfw_markdown(table: pd.DataFrame, sets: Sequence[str], ds: str) -> str:
     lines += ["", "## Pairs per set", "",
               "Pairs counted (test folds, under the failure rule), pairs without a feature "
               "among them or left out (n_failed), pairs that are no comparison or were left "
-              "out (n_skipped, with their statuses); `status` says why a figure is n/a.", "",
-              "| model | set | n_pairs | n_failed | n_skipped | skipped statuses | status |",
-              "|---|---|---|---|---|---|---|"]
+              "out (n_skipped, with their statuses); `status` says why a figure is n/a. "
+              "Genuine and impostor pairs, and the accuracy of always giving the majority "
+              "answer (RFW's blocks are half genuine: 50 %): an accuracy near it is chance.",
+              "",
+              "| model | set | n_pairs | genuine | impostor | constant answer (%) | n_failed "
+              "| n_skipped | skipped statuses | status |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples(index=False):
         skipped = (r.skipped_statuses or "–").replace("|", "\\|")
-        lines.append(f"| {r.model} | {r.set} | {r.n_pairs} | {r.n_failed} | {r.n_skipped} | "
+        lines.append(f"| {r.model} | {r.set} | {r.n_pairs} | {r.n_genuine} | {r.n_impostor} "
+                     f"| {_pct(r.chance_accuracy)} | {r.n_failed} | {r.n_skipped} | "
                      f"{skipped} | {r.status} |")
     return "\n".join(lines) + "\n"
 
