@@ -152,6 +152,10 @@ def with_models(cfg: dict, n_models: int) -> dict:
                  "identification"):
         if isinstance(cfg.get(name), dict) and cfg[name].get("models"):
             cfg[name] = {**cfg[name], "models": []}  # [] = every model / evaluate.models
+    fair = cfg.get("fairness")
+    if isinstance(fair, dict) and isinstance(fair.get("leaderboard"), dict) \
+            and fair["leaderboard"].get("baseline"):
+        cfg["fairness"] = {**fair, "leaderboard": {**fair["leaderboard"], "baseline": "m0"}}
     audit = cfg.get("audit")
     if isinstance(audit, dict) and isinstance(audit.get("model"), dict) \
             and audit["model"].get("embedding"):
