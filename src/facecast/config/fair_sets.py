@@ -134,11 +134,10 @@ def _is_number(text: str) -> bool:
 
 
 @cache
-def numeric_columns(path: str) -> tuple[str, ...]:
-    """Header cells of ``path`` whose first :data:`SNIFF_ROWS` non-empty values are mostly
-    numbers (more than half: a score column with a bad cell is still a score column, its
-    bad cells become pairs with status ``bad_score``; a column empty there counts as
-    numeric, a score column may start empty)."""
+def _sniffed_cells(path: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
+    """``(header, numbers, texts)``: per header cell, how many of the first
+    :data:`SNIFF_ROWS` data rows hold a number there and how many other non-empty text
+    (no cells counted when the file cannot be read as CSV)."""
     header = bfw_header(path)
     numbers, texts = [0] * len(header), [0] * len(header)
     try:
@@ -155,7 +154,16 @@ def numeric_columns(path: str) -> tuple[str, ...]:
                         else:
                             texts[i] += 1
     except (OSError, UnicodeDecodeError, csv.Error):
-        return ()
+        return (), (), ()
+    return header, tuple(numbers), tuple(texts)
+
+
+def numeric_columns(path: str) -> tuple[str, ...]:
+    """Header cells of ``path`` whose first :data:`SNIFF_ROWS` non-empty values are mostly
+    numbers (more than half: a score column with a bad cell is still a score column, its
+    bad cells become pairs with status ``bad_score``; a column empty there counts as
+    numeric, a score column may start empty)."""
+    header, numbers, texts = _sniffed_cells(path)
     return tuple(h for h, n, t in zip(header, numbers, texts, strict=True) if n >= t)
 
 
@@ -193,24 +201,11 @@ def empty_columns(path: str, candidates: tuple[str, ...]) -> tuple[str, ...]:
         pc.fill_null(table.column(c), "")))).as_py() in (None, 0))
 
 
-@cache
 def _sniffed_empty(path: str) -> tuple[str, ...]:
     """Header cells of ``path`` without a non-empty value in the first :data:`SNIFF_ROWS`
     data rows."""
-    header = bfw_header(path)
-    seen = [False] * len(header)
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            reader = csv.reader(fh)
-            next(reader, None)
-            for k, row in enumerate(reader):
-                if k >= SNIFF_ROWS:
-                    break
-                for i, cell in enumerate(row[:len(header)]):
-                    seen[i] = seen[i] or bool(cell.strip())
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return ()
-    return tuple(h for h, hit in zip(header, seen, strict=True) if not hit)
+    header, numbers, texts = _sniffed_cells(path)
+    return tuple(h for h, n, t in zip(header, numbers, texts, strict=True) if n + t == 0)
 
 
 def skipped_columns(spec: Mapping[str, Any]) -> dict[str, str]:
