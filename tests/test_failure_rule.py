@@ -284,3 +284,24 @@ def test_template_1n_probe_or_gallery_without_a_feature_is_a_miss():
     # drop: probes 5 and 7 and template 3 leave; c's probe is then a non-mated search
     assert (drop.loc["rank_1", "n_mated"], drop.loc["rank_1", "n_nonmated"]) == (1, 1)
     assert drop.loc["rank_1", "value"] == 1.0
+
+
+def test_cross_group_matrix_and_group_thresholds_count_failed_impostors():
+    """A failed impostor pair (-inf) is an impostor comparison no threshold accepts: it
+    counts in the cross-group FMR matrix (n_impostor 4, 1 false match: FMR 0.25, not 1/3),
+    and tied -inf scores form one run in the ranked thresholds (the weighted threshold
+    equals the plain one)."""
+    import numpy as np
+
+    from facecast.fairness.cross_matrix import fmr_matrix
+    from facecast.fairness.group_thresholds import threshold_at_fmr, weighted_threshold
+
+    s = np.array([0.9, 0.1, 0.2, -np.inf])
+    g = np.array(["a"] * 4, dtype=object)
+    m = fmr_matrix(s, g, g, [0.5], ["t"])
+    row = m.iloc[0]
+    assert (row["n_impostor"], row["false_matches"]) == (4, 1) and row["fmr"] == 0.25
+    s2 = np.array([-np.inf, -np.inf, -np.inf, 0.3])
+    w = np.ones((1, 4))
+    for target in (0.25, 0.5, 0.75):
+        assert weighted_threshold(s2, w, target)[0] == threshold_at_fmr(s2, target)

@@ -30,12 +30,15 @@ def fmr_matrix(scores: np.ndarray, value_a: np.ndarray, value_b: np.ndarray,
     """Long table of the impostor FMR matrix (both triangles; see the module docstring).
 
     ``scores``, ``value_a``, ``value_b`` describe impostor pairs only; pairs with a
-    missing value are left out. ``names`` name the thresholds.
+    missing value or a NaN score are left out; a ``-inf`` score (a failed pair under
+    ``evaluate.failed: nonmatch``) counts as a correct reject. ``names`` name the thresholds.
     """
     s = np.asarray(scores, dtype=np.float64)
     va = np.asarray(value_a, dtype=object)
     vb = np.asarray(value_b, dtype=object)
-    ok = pd.notna(va) & pd.notna(vb) & np.isfinite(s)
+    # a failed pair (-inf under evaluate.failed: nonmatch) is an impostor comparison
+    # that no threshold accepts: counted, never a false match
+    ok = pd.notna(va) & pd.notna(vb) & ~np.isnan(s)
     va, vb, s = va[ok].astype(str), vb[ok].astype(str), s[ok]
     values = list(order) if order is not None else sorted(set(va) | set(vb))
     values += sorted((set(va) | set(vb)) - set(values))

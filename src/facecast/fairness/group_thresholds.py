@@ -53,7 +53,8 @@ class _Ranked:
         s = np.asarray(scores, dtype=np.float64)
         self.order = np.argsort(s, kind="stable")
         ss = s[self.order]
-        self.starts = (np.r_[0, np.flatnonzero(np.diff(ss) != 0) + 1] if ss.size
+        # runs by equality: np.diff of two -inf (failed pairs) is NaN, not 0
+        self.starts = (np.r_[0, np.flatnonzero(ss[1:] != ss[:-1]) + 1] if ss.size
                        else np.zeros(0, np.int64))
         self.unique = ss[self.starts]
 
