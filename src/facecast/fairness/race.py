@@ -29,12 +29,14 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from facecast.attributes.estimates import FAIRFACE_RACE_COLUMNS
+
 __all__ = ["COLLAPSE", "RACES", "RACE_COLUMNS", "add_race_columns", "race_sources",
            "source_columns"]
 
-#: FairFace's seven races as the scorer names its columns (facecast.attributes.heads)
-RACES = ("white", "black", "latino_hispanic", "east_asian", "southeast_asian", "indian",
-         "middle_eastern")
+#: FairFace's seven races as the scorer names its columns (facecast.attributes.heads,
+#: read through facecast.attributes.estimates: one list of the head's classes)
+RACES = tuple(c.removeprefix("fairface_") for c in FAIRFACE_RACE_COLUMNS)
 #: the derived column -> how the seven collapse (None: as they are)
 COLLAPSE: dict[str, dict[str, str] | None] = {
     "fairface_race": None,
@@ -49,7 +51,7 @@ RACE_COLUMNS = tuple(COLLAPSE)
 
 def race_sources() -> list[str]:
     """The seven probability columns a derived race column is computed from."""
-    return [f"fairface_{r}" for r in RACES]
+    return list(FAIRFACE_RACE_COLUMNS)
 
 
 def source_columns(columns: Sequence[str]) -> list[str]:

@@ -166,12 +166,7 @@ def accuracy_block(o: Outcome, g: Grouping, age: np.ndarray, bins: tuple[str, ..
             continue
         row.update(accuracy=c["n_right"][i] / c["trials"][i], accuracy_lo=lo[i],
                    accuracy_hi=hi[i])
-        if g.by_age:
-            notes.append("accuracy_std: n/a (the grouping is by age itself)")
-        elif std_notes[i]:
-            notes.append(std_notes[i])
-        else:
-            row["accuracy_std"] = float(std[i])
+        _standardised_cell(row, notes, "accuracy_std", g.by_age, std_notes[i], std[i])
         if g.strata:
             raw, pi, why = _tests(c, tot, p, rest_in, s, what, i)
             row.update(p_raw=raw, p=pi)
@@ -182,14 +177,32 @@ def accuracy_block(o: Outcome, g: Grouping, age: np.ndarray, bins: tuple[str, ..
     return rows
 
 
+def _standardised_cell(row: dict[str, Any], notes: list[str], column: str, by_age: bool,
+                       why_not: str, value: float) -> None:
+    """Put a group's age-standardised figure in ``row[column]``, or its n/a reason in
+    ``notes`` (a grouping by age itself; an age bin the group lacks)."""
+    if by_age:
+        notes.append(f"{column}: n/a (the grouping is by age itself)")
+    elif why_not:
+        notes.append(why_not)
+    else:
+        row[column] = float(value)
+
+
+def _errors(o: Outcome) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(err, have, x)``: age errors in years (NaN without), the rows scored with one,
+    and the errors with 0 elsewhere (for vectorised sums)."""
+    err = o.err if o.err is not None else np.full(len(o.use), np.nan)
+    have = o.use & np.isfinite(err)
+    return err, have, np.where(have, err, 0.0)
+
+
 def permutation_tests(o: Outcome, groups: Sequence[Grouping], s: Settings, key: str
                       ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """:func:`facecast.labels.estimators_strata.stratified_permutation_p` of every grouping
     with strata, one set of permutations per strata (seeded by the estimate's ``key`` and
     the strata's name: a figure does not change with the other group_bys configured)."""
-    err = o.err if o.err is not None else np.full(len(o.use), np.nan)
-    have = o.use & np.isfinite(err)
-    x = np.where(have, err, 0.0)
+    err, have, x = _errors(o)
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for strata in dict.fromkeys(g.strata for g in groups if g.strata):
         same = [g for g in groups if g.strata == strata]
@@ -205,10 +218,8 @@ def mae_block(o: Outcome, g: Grouping, age: np.ndarray, bins: tuple[str, ...], s
               ) -> list[dict[str, Any]]:
     """The MAE cells of every group of ``g`` (years; only for an estimate in years against
     a truth in years; ``tests``: :func:`permutation_tests`)."""
-    err = o.err if o.err is not None else np.full(len(o.use), np.nan)
-    have = o.use & np.isfinite(err)
+    err, have, x = _errors(o)
     k = len(g.names)
-    x = np.where(have, err, 0.0)
     std, empty = (standardised(x, g.code, age, have, k, len(bins))
                   if not g.by_age else (np.full(k, np.nan), [[]] * k))
     p, rest_in = tests.get(g.name, (np.full(k, np.nan), np.zeros(k)))
@@ -226,12 +237,7 @@ def mae_block(o: Outcome, g: Grouping, age: np.ndarray, bins: tuple[str, ...], s
         lo, hi = bootstrap_mean_interval(mine, s.n_boot, s.confidence,
                                          row_seed(s.seed, f"{key}|{g.name}|{name}"))
         row.update(mae=float(mine.mean()), mae_lo=lo, mae_hi=hi)
-        if g.by_age:
-            notes.append("mae_std: n/a (the grouping is by age itself)")
-        elif std_notes[i]:
-            notes.append(std_notes[i])
-        else:
-            row["mae_std"] = float(std[i])
+        _standardised_cell(row, notes, "mae_std", g.by_age, std_notes[i], std[i])
         if not rest.size:
             notes.append("p_mae: n/a (no rest with years to compare)")
         elif rest.size < s.min_n:
