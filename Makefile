@@ -40,8 +40,12 @@ demo: install
 	$(BIN)/snakemake --cores $(CORES)
 
 # The tests cover the optional pyiqa scorer too, so they install it.
+# It prints the 30 slowest tests, then each test file's seconds against its budget in
+# docs/CONTRIBUTING.md (tests/suite_budget.py; a warning, never a failure).
 test: install iqa
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --durations=30
+	mkdir -p build
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --durations=30 --junitxml=build/suite.xml
+	$(BIN)/python tests/suite_budget.py build/suite.xml
 
 lint: install
 	$(BIN)/ruff check src scripts tests benchmarks

@@ -41,33 +41,40 @@ def snakefile(workdir: Path) -> Path:
 
 
 def scale_config() -> dict:
-    """The tiny demo config the scale tests run: 2 shards of 24 images, every stage.
+    """The smallest config that still runs every stage: 16 identities x 5 images in 2
+    shards, shared by the scale tests (SLURM, profiles, report, reruns) and the
+    determinism test (issue 49: one config, a fraction of the demo's images).
 
-    To keep these whole-pipeline runs fast, the expensive optional parts are switched
-    off: one embedder (dlib's, which needs no fitting; it also serves as the mining
-    reference), the weight-free attribute scorer only, no bootstrap replicates.
+    Every stage of the demo is on (label audit, landmark features, descriptions, covariate
+    models, EDC and quality bias, cross-group matrices, 1:N, slices, compare, mitigation);
+    what is cut is size: two small embedders, the weight-free attribute scorer only, Pearson only, 10
+    bootstrap replicates per stage, and 100 SVI steps per covariate fit (the fits say they have not
+    settled; these runs prove the same bytes, not the statistics). 16 x 5 images give the
+    fairness protocol 160 genuine pairs, above ``covariates.min_pairs``.
     """
     # two benchmarks: a mined one (random) and the fairness protocol (fair_pool); a
     # filtered benchmark is the same jobs again (the demo-run tests cover filters)
     cfg = keep_benchmarks(tiny_demo_config(), ["random", "fair_pool"])
-    models = cfg.get("embed", {}).get("models", {})
-    if "dlib" in models:
-        cfg["embed"]["models"] = {"dlib": models["dlib"]}
-        cfg.get("fairness", {}).pop("leaderboard", None)  # baseline lbp: not a model here
-        if "reference_model" in cfg.get("mining", {}):
-            cfg["mining"]["reference_model"] = "dlib"
-        if cfg.get("evaluate", {}).get("models"):
-            cfg["evaluate"]["models"] = ["dlib"]
+    cfg["datasets"]["demo"]["shard_size"] = 40
+    cfg["datasets"]["demo"]["synthetic"].update(n_identities=16, images_per_identity=5)
+    # two embedders, so that compare and mitigation's fusion run: dlib's (no fitting; the
+    # mining reference) and a 16-D lbp (its PCA fit is the embed_fit job)
+    cfg["embed"]["models"] = {"dlib": {"backend": "dlib_resnet"},
+                              "lbp": {"backend": "lbp", "pca_dim": 16}}
+    cfg["mining"]["reference_model"] = "dlib"
+    cfg["evaluate"]["models"] = ["dlib", "lbp"]
     if "scorers" in cfg.get("attributes", {}):
         cfg["attributes"]["scorers"] = ["native"]
-    if "n_boot" in cfg.get("fairness", {}):
-        cfg["fairness"]["n_boot"] = 0
-    # the later analysis stages (label audit, landmark features, descriptions, covariate
-    # models, EDC, cross-group matrices, 1:N) have tests of their own on the session demo
+    cfg["correlations"]["methods"] = ["pearson"]
+    # a few bootstrap replicates each: seeded draws are what a determinism test must see
+    for section in ("fairness", "quality", "demographics", "slices", "compare", "mitigation"):
+        if "n_boot" in cfg.get(section, {}):
+            cfg[section]["n_boot"] = 10
+    cfg["covariates"]["steps"] = 100
     for stage in ("audit", "features", "describe", "covariates", "quality", "demographics",
-                  "identification"):
+                  "identification", "slices", "compare", "mitigation"):
         if stage in cfg:
-            cfg[stage] = {**cfg[stage], "enabled": False}
+            cfg[stage] = {**cfg[stage], "enabled": True}
     return cfg
 
 

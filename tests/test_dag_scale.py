@@ -40,6 +40,10 @@ def test_size_options() -> None:
         dag_scale.parse_args(["--full", "--n-images", "5"])
     with pytest.raises(SystemExit):
         dag_scale.parse_args(["--n-images", "0"])
+    # shards as the config's default (auto) shards them, or a fixed size
+    assert both.shard_size == "auto" and dag_scale.parse_args(["--shard-size", "10000"]).shard_size == 10_000
+    with pytest.raises(SystemExit):
+        dag_scale.parse_args(["--shard-size", "0"])
 
 
 @pytest.mark.parametrize("argv", [[], ["--cast"]], ids=["demo", "cast-sized"])
@@ -52,7 +56,7 @@ def test_config_passes_the_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert {"label_blur", "label_age", "label_male"} <= set(setup.labels)
     assert cfg["datasets"] == {"web": {"kind": "table", "root": str(tmp_path / "data"),
                                        "manifest": str(tmp_path / "data/webface.parquet"),
-                                       "shard_size": 10_000}}
+                                       "shard_size": "auto"}}
     if argv:
         assert list(cfg["embed"]["models"]) == ["m0", "m1", "m2"]
         assert {"fairface", "celeba40"} <= set(cfg["attributes"]["scorers"])
@@ -113,7 +117,7 @@ def test_small_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert fig.dag_wall_s > 0 and fig.dag_cpu_s > 0
     assert 0.05 < fig.peak_gb < 4  # the Snakemake process itself, not this test's
     assert f"images            {N_IMAGES:,}" in out
-    assert f"shards            {N_SHARDS:,} x {SHARD_SIZE:,}" in out
+    assert f"shards            {N_SHARDS:,} x {SHARD_SIZE:,} (shard_size: {SHARD_SIZE})" in out
     assert re.search(r"snakemake -n +\d+\.\d s wall, \d+\.\d s CPU", out)
     assert re.search(r"peak memory +\d+\.\d\d GB", out)
     assert f"jobs              {fig.total_jobs:,} (" in out

@@ -1,10 +1,12 @@
 """Issue 16.11: the same config gives byte-identical outputs, every file of them; and a
 killed run resumes to those same bytes.
 
-Two runs from scratch in two folders: the session's shared demo run (``demo_run``, every
-stage on, uninterrupted) and one more run of the same config here, which is SIGKILLed
-mid-stage (its whole process tree, as a node failure or ``scancel`` would) and then
-resumed with ``snakemake --rerun-incomplete``. Checked:
+Two runs from scratch in two folders of the config the scale tests share
+(:func:`scale_support.scale_config`: every stage on, a fraction of the demo's images):
+the session's uninterrupted reference run (:func:`scale_support.reference_run`, which the
+SLURM test also compares with) and one more run here, which is SIGKILLed mid-stage (its
+whole process tree, as a node failure or ``scancel`` would) and then resumed with
+``snakemake --rerun-incomplete``. Checked:
 
 - no job process survives the kill;
 - every ``*.parquet`` under its real name opens and reads completely: a killed writer
@@ -17,8 +19,9 @@ resumed with ``snakemake --rerun-incomplete``. Checked:
   Only run records are left out: ``logs/`` and the ``runtime/`` benchmark timings (and
   the hidden leftovers of killed writes, which no stage reads).
 
-(One run serves both claims: a second uninterrupted demo run here cost the suite six
-minutes on two cores.) The cheap figure test below pins the SVG cause in one process pair.
+(Issue 49: this test ran on the session demo run and a second demo run, six minutes of
+the suite on two cores; the shared small config proves the same claims on every stage.)
+The cheap figure test below pins the SVG cause in one process pair.
 """
 
 from __future__ import annotations
@@ -28,8 +31,14 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from conftest import demo_test_config
-from scale_support import run, snakemake_cmd, start_and_kill, temp_leftovers
+from scale_support import (
+    reference_run,
+    run,
+    scale_config,
+    snakemake_cmd,
+    start_and_kill,
+    temp_leftovers,
+)
 
 SKIP_DIRS = {"logs", "runtime"}
 
@@ -83,11 +92,10 @@ def result_files(workdir: Path) -> dict[str, Path]:
     return out
 
 
-def test_a_killed_and_resumed_run_gives_byte_identical_files(demo_run, tmp_path: Path) -> None:
-    first, cfg = demo_run
-    assert cfg == demo_test_config()
-    second = tmp_path / "second"
-    when = start_and_kill(second, snakemake_cmd(second, config=demo_test_config()))
+def test_a_killed_and_resumed_run_gives_byte_identical_files(tmp_path_factory) -> None:
+    first = reference_run(tmp_path_factory)
+    second = tmp_path_factory.mktemp("killed") / "second"
+    when = start_and_kill(second, snakemake_cmd(second, config=scale_config()))
     print(f"killed {when}")
 
     # Right after the kill: every Parquet under its real name is complete (a write in
@@ -102,11 +110,11 @@ def test_a_killed_and_resumed_run_gives_byte_identical_files(demo_run, tmp_path:
     assert all(p.name.startswith(".") for p in leftovers)
 
     # The kill leaves Snakemake's lock behind: the resume refuses until --unlock.
-    resume = snakemake_cmd(second, "--rerun-incomplete", config=demo_test_config())
+    resume = snakemake_cmd(second, "--rerun-incomplete", config=scale_config())
     resumed = run(resume, check=False)
     if resumed.returncode != 0:
         assert "cannot be locked" in resumed.stdout + resumed.stderr, resumed.stderr[-3000:]
-        run(snakemake_cmd(second, "--unlock", config=demo_test_config()))
+        run(snakemake_cmd(second, "--unlock", config=scale_config()))
         resumed = run(resume)
     assert "Finished jobid" in resumed.stdout + resumed.stderr, "nothing left to do"
 
@@ -117,5 +125,5 @@ def test_a_killed_and_resumed_run_gives_byte_identical_files(demo_run, tmp_path:
     assert {".parquet", ".png", ".svg", ".md", ".csv", ".tsv", ".txt"} <= suffixes, suffixes
     differ = [name for name in a if a[name].read_bytes() != b[name].read_bytes()]
     assert not differ, f"{len(differ)} of {len(a)} files differ, e.g. {differ[:15]}"
-    nothing = run(snakemake_cmd(second, "-n", config=demo_test_config()))
+    nothing = run(snakemake_cmd(second, "-n", config=scale_config()))
     assert "Nothing to be done" in nothing.stdout + nothing.stderr

@@ -75,7 +75,7 @@ def test_schema_fills_defaults() -> None:
     cfg = {"datasets": {"x": {"kind": "folder", "root": "/data"}}}
     validate(cfg, str(REPO / "workflow/schemas/config.schema.yaml"))
     assert cfg["seed"] == 20231
-    assert cfg["datasets"]["x"]["shard_size"] == 10000
+    assert cfg["datasets"]["x"]["shard_size"] == "auto"
     assert cfg["datasets"]["x"]["check_files"] is True
 
 

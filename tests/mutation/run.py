@@ -35,30 +35,36 @@ WORK = REPO / "mutants"
 TREE = ("config.yaml", "config", "workflow", "Snakefile", "scripts", "benchmarks", "docs",
         "profiles", "envs", "README.md")
 #: Tests that start Snakemake or a demo run: no mutant reaches them in-process.
-NOT_UNIT = "not workflow and not demo and not dag and not snakemake"
+#: (-k matches file names too: "demo" alone would drop every test of test_demographics.py)
+NOT_UNIT = ("not workflow and not (demo and not demographics) and not dag "
+            "and not snakemake")
 
 #: mutmut's statuses that count as caught (a mutant that hangs the tests is caught)
 KILLED = ("killed", "timeout", "caught by type check")
 
 #: module (under facecast.) -> its own test files (a `-k` filter may follow after `|`).
 MODULES: dict[str, tuple[str, ...]] = {
-    "evaluate.metrics": ("tests/test_evaluate_metrics.py", "tests/test_evaluate_honest.py"),
+    "evaluate.metrics": ("tests/test_mutation_metrics.py", "tests/test_evaluate_metrics.py",
+                         "tests/test_evaluate_honest.py"),
     "evaluate.folds": ("tests/test_mutation_folds.py", "tests/test_evaluate_metrics.py",
                        "tests/test_evaluate_honest.py", "tests/test_evaluate_protocols.py",
                        "tests/test_one_rule.py"),
-    "evaluate.rfw_table": ("tests/test_rfw.py",),
+    "evaluate.rfw_table": ("tests/test_mutation_rfw_table.py", "tests/test_rfw.py"),
     "evaluate.bin_suite": ("tests/test_cc11.py",),
     "fairness.bias": ("tests/test_fairness_bias.py", "tests/test_fairness_bootstrap.py",
                       "tests/test_fairness_min_groups.py"),
     "fairness.assess": ("tests/test_fairness_threshold.py", "tests/test_fairness_bias.py"),
     "fairness.threshold": ("tests/test_mutation_threshold.py", "tests/test_fairness_threshold.py",
                            "tests/test_evaluate_honest.py", "tests/test_fairness_bootstrap.py"),
-    "fairness.group_thresholds": ("tests/test_bfw.py", "tests/test_demographics.py",
-                                  "tests/test_mutation_bfw.py"),
-    "fairness.bfw_table": ("tests/test_bfw.py", "tests/test_mutation_bfw.py"),
+    "fairness.group_thresholds": ("tests/test_mutation_group_thresholds.py", "tests/test_bfw.py",
+                                  "tests/test_demographics.py", "tests/test_mutation_bfw.py"),
+    "fairness.bfw_table": ("tests/test_mutation_bfw_table.py", "tests/test_bfw.py",
+                           "tests/test_mutation_bfw.py"),
     "fairness.demographics": ("tests/test_demographics.py",),
-    "mitigation.metrics": ("tests/test_mitigation_bootstrap.py", "tests/test_mitigation.py"),
-    "mitigation.replicates": ("tests/test_mitigation_bootstrap.py",),
+    "mitigation.metrics": ("tests/test_mutation_mitigation.py",
+                           "tests/test_mitigation_bootstrap.py", "tests/test_mitigation.py"),
+    "mitigation.replicates": ("tests/test_mutation_mitigation.py",
+                              "tests/test_mitigation_bootstrap.py"),
     "mitigation.methods": ("tests/test_mitigation.py", "tests/test_mitigation_auto.py"),
     "mitigation.calibrate": ("tests/test_mitigation.py", "tests/test_mitigation_reference.py",
                              "tests/test_mitigation_crossfit.py"),
@@ -71,7 +77,7 @@ MODULES: dict[str, tuple[str, ...]] = {
                            "tests/test_cast_filters_reference.py",
                            "tests/test_cast_float32_and_nan_rows.py"),
     "analysis.mining": ("tests/test_analysis_mining.py", "tests/test_analysis_exhaustive.py"),
-    "compare.paired": ("tests/test_compare.py",),
+    "compare.paired": ("tests/test_mutation_paired.py", "tests/test_compare.py"),
     "slices.testing": ("tests/test_slices.py", "tests/test_slices_null.py"),
     "slices.findings": ("tests/test_slices.py", "tests/test_slices_null.py"),
 }
@@ -146,6 +152,10 @@ def run_module(module: str, jobs: int, resume: bool,
     # record of which test runs which function first)
     before = statuses(work, module)
     again = [name for name, s in before.items() if s not in KILLED]
+    if resume:
+        # mutmut's record of which test reaches which function predates the tests edited
+        # since: without it mutmut maps them again, so an edited test reaches its mutants
+        (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     mutmut = Path(sys.executable).parent / "mutmut"
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     start = time.monotonic()

@@ -33,7 +33,7 @@ from facecast.datasets.cast_arrays import (
     row_statuses,
 )
 from facecast.datasets.cast_paths import identities
-from facecast.datasets.manifest import ID_SEP, shard_name
+from facecast.datasets.manifest import ID_SEP, resolve_shard_size, shard_name
 from facecast.io.parquet_io import ParquetStreamWriter
 from facecast.io.paths import portable_path
 
@@ -136,15 +136,16 @@ def build_cast_manifest(spec: Mapping[str, Any], out_path: str | os.PathLike, *,
                                  for k in ("attributes", "paths", "columns", "exclude_mask")
                                  if spec.get(k)},
                  "columns": arrays.columns, "n_rows": arrays.n_rows})
-    counts = write_cast_manifest(arrays, out_path, shard_size=int(spec.get("shard_size", 10_000)),
-                                 provenance=prov)
+    counts = write_cast_manifest(
+        arrays, out_path, shard_size=resolve_shard_size(spec.get("shard_size"), arrays.n_rows),
+        provenance=prov)
     log.info("cast_arrays manifest: %d rows, statuses %s, %d excluded", arrays.n_rows, counts,
              int(arrays.exclude_mask().sum()))
     return counts
 
 
 def write_pool_manifest(manifest_path: str | os.PathLike, subset_paths: list[str],
-                        out_path: str | os.PathLike, *, shard_size: int,
+                        out_path: str | os.PathLike, *, shard_size: int | str | None,
                         provenance: Mapping[str, Any] | None = None) -> int:
     """The manifest rows of a ``cast_arrays`` dataset that some benchmark's subset holds
     (the union of the pools, by ``row``), re-sharded: what the faces and embed stages run
@@ -176,6 +177,7 @@ def write_pool_manifest(manifest_path: str | os.PathLike, subset_paths: list[str
     nan = (df["status"] == NAN_STATUS).to_numpy()
     df.loc[nan, "message"] = NAN_POOL_NOTE + df.loc[nan, "message"].fillna("").astype(str)
     df.loc[nan, "status"] = OK_STATUS
+    shard_size = resolve_shard_size(shard_size, len(df))
     df["shard"] = [shard_name(i // shard_size) for i in range(len(df))]
     prov = dict(read_provenance(manifest_path))
     prov.update(dict(provenance or {}))

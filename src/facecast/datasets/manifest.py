@@ -57,6 +57,30 @@ class DatasetError(ValueError):
     """A dataset cannot be read; the message names the file (and line) at fault."""
 
 
+#: ``shard_size: auto``: images per shard up to :data:`AUTO_MAX_SHARDS` shards, ...
+AUTO_SHARD_SIZE = 10_000
+#: ... and above it (more than 10M images) shards grow, in steps of
+#: :data:`AUTO_SHARD_STEP`, so that a dataset has at most this many (42M images: 1,000
+#: shards of 42,000, where 10,000 would make 4,200 and every per-shard rule 4,200 jobs)
+AUTO_MAX_SHARDS = 1_000
+AUTO_SHARD_STEP = 1_000
+
+
+def resolve_shard_size(value: int | str | None, n_images: int) -> int:
+    """Images per shard for a dataset of ``n_images`` rows: ``value`` itself when it is a
+    number, else (``auto``, or unset) :data:`AUTO_SHARD_SIZE` while that gives at most
+    :data:`AUTO_MAX_SHARDS` shards, and above that the smallest multiple of
+    :data:`AUTO_SHARD_STEP` that does (docs/SCALE.md: the job count against the time a
+    job takes)."""
+    if value is not None and value != "auto":
+        size = int(value)
+        if size < 1:
+            raise DatasetError(f"shard_size must be at least 1 or auto, not {value!r}")
+        return size
+    need = -(-max(int(n_images), 0) // AUTO_MAX_SHARDS)
+    return max(AUTO_SHARD_SIZE, -(-need // AUTO_SHARD_STEP) * AUTO_SHARD_STEP)
+
+
 def shard_name(index: int) -> str:
     """Shard id string for shard number ``index`` (zero-padded, sortable)."""
     return f"{index:0{SHARD_DIGITS}d}"

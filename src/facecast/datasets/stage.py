@@ -24,7 +24,12 @@ from facecast.datasets.ijb import read_ijb
 from facecast.datasets.insightface_bin import read_insightface_bin
 from facecast.datasets.label_noise import DEMO_LABEL_NOISE
 from facecast.datasets.lfw import read_lfw_pairs, write_lfw_protocol
-from facecast.datasets.manifest import DatasetError, finalize_manifest, write_manifest
+from facecast.datasets.manifest import (
+    DatasetError,
+    finalize_manifest,
+    resolve_shard_size,
+    write_manifest,
+)
 from facecast.datasets.recordio import read_recordio
 from facecast.datasets.summary import dataset_summary, plot_attribute_distributions
 from facecast.datasets.table import read_table_manifest
@@ -112,7 +117,7 @@ def build_manifest(spec: dict[str, Any], dataset_dir: str | os.PathLike,
         return pd.read_parquet(out_path, columns=["status"])
     root = dataset_root(spec, dataset_dir)
     raw = read_raw_rows(spec, root)
-    shard_size = int(spec.get("shard_size", 10_000))
+    shard_size = resolve_shard_size(spec.get("shard_size"), len(raw))
     excluded = _read_exclude_list(spec.get("exclude"))
     by = spec.get("exclude_by", "path")
     if by == "identity":
@@ -151,8 +156,7 @@ def build_pool_manifest(spec: dict[str, Any], manifest_path: str | os.PathLike,
     from facecast.datasets.cast_manifest import write_pool_manifest
 
     return write_pool_manifest(manifest_path, list(subset_paths), out_path,
-                               shard_size=int(spec.get("shard_size", 10_000)),
-                               provenance=provenance)
+                               shard_size=spec.get("shard_size"), provenance=provenance)
 
 
 def generate_dataset(out_dir: str | os.PathLike, *, seed: int, n_jobs: int = 1,
