@@ -345,8 +345,13 @@ def report(fig: DagFigures, args: argparse.Namespace) -> None:
 
 
 def _shard_size(text: str) -> int | str:
-    """``--shard-size``: a number of images, or ``auto``."""
-    return text if text == "auto" else int(text)
+    """``--shard-size``: a number of images, or ``auto`` (checked as the config's is)."""
+    if text == "auto":
+        return text
+    try:
+        return resolve_shard_size(int(text), 1)
+    except ValueError as exc:  # not a number, or below 1 (DatasetError)
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -377,8 +382,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     args.sizes = [DEFAULT_IMAGES, FULL_IMAGES] if args.n_images is None else [args.n_images]
     args.n_images = args.sizes[0]
-    if min(args.sizes) < 1 or (args.shard_size != "auto" and args.shard_size < 1):
-        ap.error("--n-images and --shard-size must be positive")
+    if min(args.sizes) < 1:
+        ap.error("--n-images must be positive")
     return args
 
 
