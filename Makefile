@@ -36,8 +36,16 @@ $(IQA_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q --no-deps pyiqa==0.1.16
 	touch $@
 
+# The demo's jobs are small (960 images a shard, protocols of a few thousand pairs): a job's
+# start-up (Python, pandas, torch, the detector's weights) is a large part of it, and the
+# rules that ask for two threads use about one core at this size. One thread a job lets
+# two jobs share two cores (the synthetic renderer keeps its two worker processes); your
+# own data: rules keep their threads (faces.threads, embed.threads), `--set-threads
+# rule=N` is the same knob. Greedy job selection: Snakemake's default solves an ILP (CBC)
+# at every scheduling round, 40 of the demo's 300 CPU-s on 2 cores (docs/SCALE.md).
+DEMO_THREADS ?= faces=1 embed=1 attributes_score=1 attributes_ofiq=1 mine_pairs=1 mitigation=1
 demo: install
-	$(BIN)/snakemake --cores $(CORES)
+	$(BIN)/snakemake --cores $(CORES) --scheduler greedy --set-threads $(DEMO_THREADS)
 
 # The tests cover the optional pyiqa scorer too, so they install it.
 # It prints the 30 slowest tests, then each test file's seconds against its budget in

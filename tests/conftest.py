@@ -74,6 +74,12 @@ def keep_benchmarks(cfg: dict, names: list[str]) -> dict:
     return cfg
 
 
+#: Snakemake's greedy job selection for the tests' runs, as `make demo` uses: its default
+#: (an ILP solved by CBC at every scheduling round) cost the demo 40 CPU-s of 300 and
+#: changes no output
+SCHEDULER = ("--scheduler", "greedy")
+
+
 def run_snakemake(workdir: Path, config: dict, targets: list[str] | None = None,
                   extra: list[str] | None = None, cores: int = 2,
                   check: bool = True) -> subprocess.CompletedProcess:
@@ -85,7 +91,7 @@ def run_snakemake(workdir: Path, config: dict, targets: list[str] | None = None,
     # the words after it, and the run would fall back to the default target
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
            "--directory", str(workdir), "--configfile", str(cfg_path),
-           "--cores", str(cores), *(targets or []), *(extra or [])]
+           "--cores", str(cores), *SCHEDULER, *(targets or []), *(extra or [])]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if check and proc.returncode != 0:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import yaml
-from conftest import REPO, keep_benchmarks, tiny_demo_config
+from conftest import REPO, SCHEDULER, keep_benchmarks, tiny_demo_config
 
 # Run records and timings that differ between two runs of the same config by design.
 SKIP_DIRS = {"logs", "runtime"}
@@ -92,7 +92,7 @@ def snakemake_cmd(workdir: Path, *extra: str, config: dict | None = None,
     cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile(workdir)),
            "--directory", str(workdir), "--configfile", str(cfg)]
     if cores is not None:
-        cmd += ["--cores", str(cores)]
+        cmd += ["--cores", str(cores), *SCHEDULER]
     return cmd + list(extra)
 
 

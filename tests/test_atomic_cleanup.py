@@ -27,6 +27,7 @@ from facecast.io.atomic import (
     discard_temp,
     prepare_temp,
     remove_empty_temp_dir,
+    write_bytes,
     write_text,
 )
 from facecast.io.parquet_io import ParquetStreamWriter, read_parquet, write_parquet
@@ -221,3 +222,28 @@ def test_sigkilled_writer_leftover_goes_with_the_next_write_of_its_target(tmp_pa
     write_parquet(pd.DataFrame({"x": [1]}), target)
     assert not (tmp_path / TEMP_DIR).exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.parquet", "other.txt"]
+
+
+def test_write_bytes_renames_once_and_clears_a_killed_writers_temporary(tmp_path: Path,
+                                                                        monkeypatch) -> None:
+    """write_bytes (the synthetic dataset's images): the bytes land under the name, nothing
+    else is left; a killed writer's hidden temporary beside the target goes at the next
+    write of that target (another target's stays); a failed write keeps the old file."""
+    stale = tmp_path / ".0.jpg.tmp-999999-deadbeef"
+    other = tmp_path / ".1.jpg.tmp-999999-deadbeef"
+    stale.write_bytes(b"half")
+    other.write_bytes(b"half")
+    assert write_bytes(tmp_path / "0.jpg", b"\xff\xd8jpeg") == tmp_path / "0.jpg"
+    assert (tmp_path / "0.jpg").read_bytes() == b"\xff\xd8jpeg"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".1.jpg.tmp-999999-deadbeef",
+                                                          "0.jpg"]
+
+    def broken_replace(src, dst):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(atomic.os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk gone"):
+        write_bytes(tmp_path / "0.jpg", b"new")
+    assert (tmp_path / "0.jpg").read_bytes() == b"\xff\xd8jpeg"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".1.jpg.tmp-999999-deadbeef",
+                                                          "0.jpg"]

@@ -69,3 +69,46 @@ def test_local_profile_caps_gpu_jobs(tmp_path_factory):
                              str(REPO / "profiles/local"), cores=None))
     log = proc.stdout + proc.stderr
     assert "Using profile" in log and "faces" in planned_resources(log)
+
+
+RULE_HEADER = re.compile(r"^\s*(?:rule|checkpoint) (\w+):", re.M)
+#: profile keys that name rules (Snakemake ignores a name that is no rule, silently)
+RULE_KEYS = ("groups", "set-resources", "set-threads", "group-components")
+
+
+def workflow_rules() -> set[str]:
+    """Every rule and checkpoint name of the workflow's rule files."""
+    return {name for path in (REPO / "workflow" / "rules").glob("*.smk")
+            for name in RULE_HEADER.findall(path.read_text(encoding="utf-8"))}
+
+
+@pytest.mark.parametrize("profile", sorted(p.parent.name for p in
+                                           (REPO / "profiles").glob("*/profile.yaml")))
+def test_every_rule_a_profile_names_is_a_rule_of_the_workflow(profile):
+    """A profile that groups or sizes a renamed rule does nothing for it (Snakemake says
+    nothing). Groups named under group-components must be groups the profile assigns."""
+    import yaml
+
+    cfg = yaml.safe_load((REPO / "profiles" / profile / "profile.yaml").read_text())
+    rules = workflow_rules()
+    assert {"faces", "embed", "attributes_ofiq", "attributes_ofiq_run"} <= rules
+    named = {key: set(cfg.get(key) or {}) for key in RULE_KEYS}
+    unknown = {key: sorted(names - rules) for key, names in named.items()
+               if key != "group-components" and names - rules}
+    assert not unknown, f"profiles/{profile}: no such rule: {unknown}"
+    groups = set((cfg.get("groups") or {}).values())
+    assert named["group-components"] <= groups, (named["group-components"], groups)
+
+
+def test_make_demo_sets_threads_of_real_rules_only():
+    """`make demo` runs its small jobs one thread each (`DEMO_THREADS`, rule=N pairs): a
+    renamed rule would silently keep its two threads, so every name must be a rule, and
+    the synthetic renderer (two processes) is not among them."""
+    text = (REPO / "Makefile").read_text(encoding="utf-8")
+    line = next(row for row in text.splitlines() if row.startswith("DEMO_THREADS"))
+    pairs = dict(item.split("=") for item in line.split("?=", 1)[1].split())
+    assert set(pairs.values()) == {"1"}
+    assert set(pairs) <= workflow_rules(), set(pairs) - workflow_rules()
+    assert {"faces", "embed", "attributes_score", "mine_pairs", "mitigation"} <= set(pairs)
+    assert "synthetic_dataset" not in pairs
+    assert "--scheduler greedy --set-threads $(DEMO_THREADS)" in text

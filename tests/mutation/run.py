@@ -50,10 +50,11 @@ MODULES: dict[str, tuple[str, ...]] = {
                        "tests/test_evaluate_honest.py", "tests/test_evaluate_protocols.py",
                        "tests/test_one_rule.py"),
     "evaluate.rfw_table": ("tests/test_mutation_rfw_table.py", "tests/test_rfw.py"),
-    "evaluate.bin_suite": ("tests/test_cc11.py",),
-    "fairness.bias": ("tests/test_fairness_bias.py", "tests/test_fairness_bootstrap.py",
-                      "tests/test_fairness_min_groups.py"),
-    "fairness.assess": ("tests/test_fairness_threshold.py", "tests/test_fairness_bias.py"),
+    "evaluate.bin_suite": ("tests/test_mutation_bin_suite.py", "tests/test_cc11.py"),
+    "fairness.bias": ("tests/test_mutation_bias.py", "tests/test_fairness_bias.py",
+                      "tests/test_fairness_bootstrap.py", "tests/test_fairness_min_groups.py"),
+    "fairness.assess": ("tests/test_mutation_assess.py", "tests/test_fairness_threshold.py",
+                        "tests/test_fairness_bias.py", "tests/test_fairness_race.py"),
     "fairness.threshold": ("tests/test_mutation_threshold.py", "tests/test_fairness_threshold.py",
                            "tests/test_evaluate_honest.py", "tests/test_fairness_bootstrap.py"),
     "fairness.group_thresholds": ("tests/test_mutation_group_thresholds.py", "tests/test_bfw.py",
@@ -66,20 +67,24 @@ MODULES: dict[str, tuple[str, ...]] = {
     "mitigation.replicates": ("tests/test_mutation_mitigation.py",
                               "tests/test_mitigation_bootstrap.py"),
     "mitigation.methods": ("tests/test_mitigation.py", "tests/test_mitigation_auto.py"),
-    "mitigation.calibrate": ("tests/test_mitigation.py", "tests/test_mitigation_reference.py",
+    "mitigation.calibrate": ("tests/test_mutation_calibrate.py", "tests/test_mitigation.py",
+                             "tests/test_mitigation_reference.py",
                              "tests/test_mitigation_crossfit.py"),
     "labels.estimators": ("tests/test_estimators.py", "tests/test_estimators_strata.py"),
     "labels.estimators_stats": ("tests/test_mutation_estimators_stats.py",
                                 "tests/test_estimators.py", "tests/test_estimators_strata.py"),
     "analysis.cast_filters": ("tests/test_cast_filters_reference.py",
                               "tests/test_cast_float32_and_nan_rows.py"),
-    "analysis.filtering": ("tests/test_analysis_filtering.py",
+    "analysis.filtering": ("tests/test_mutation_filtering.py", "tests/test_analysis_filtering.py",
                            "tests/test_cast_filters_reference.py",
                            "tests/test_cast_float32_and_nan_rows.py"),
-    "analysis.mining": ("tests/test_analysis_mining.py", "tests/test_analysis_exhaustive.py"),
+    "analysis.mining": ("tests/test_mutation_mining.py", "tests/test_analysis_mining.py",
+                        "tests/test_analysis_exhaustive.py"),
     "compare.paired": ("tests/test_mutation_paired.py", "tests/test_compare.py"),
-    "slices.testing": ("tests/test_slices.py", "tests/test_slices_null.py"),
-    "slices.findings": ("tests/test_slices.py", "tests/test_slices_null.py"),
+    "slices.testing": ("tests/test_mutation_slices_testing.py", "tests/test_slices.py",
+                       "tests/test_slices_null.py"),
+    "slices.findings": ("tests/test_mutation_slices_findings.py", "tests/test_slices.py",
+                        "tests/test_slices_null.py"),
 }
 
 
@@ -157,7 +162,10 @@ def run_module(module: str, jobs: int, resume: bool,
         # since: without it mutmut maps them again, so an edited test reaches its mutants
         (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     mutmut = Path(sys.executable).parent / "mutmut"
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    # mutmut forks a worker per mutant from a process that has imported the tests; torch's
+    # OpenMP pool does not survive a fork (the analysis.mining mutants died with SIGSEGV,
+    # which mutmut does not count as killed), so one OpenMP thread
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
     start = time.monotonic()
     proc = subprocess.run([str(mutmut), "run", "--max-children", str(jobs), *again], cwd=work,
                           env=env, capture_output=True, text=True)

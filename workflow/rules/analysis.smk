@@ -47,6 +47,7 @@ rule correlations:
     params:
         cfg=config["correlations"],
         out_dir=lambda wc: f"results/{wc.ds}/correlations",
+    priority: 10  # a long job nothing waits for: started early, not left to the end
     log:
         "results/{ds}/logs/analysis/correlations.log",
     benchmark:

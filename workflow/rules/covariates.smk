@@ -51,6 +51,9 @@ rule covariates:
         failed=config["evaluate"].get("failed", "nonmatch"),  # the one failure rule
         seed=config["seed"],
     threads: 1
+    # a long job (model fits) nothing else waits for: started as soon as it can, it does
+    # not run alone at the end of the run (Snakemake otherwise prefers jobs that unlock others)
+    priority: 10
     log:
         "results/{ds}/logs/covariates/{model}_{protocol}.log",
     benchmark:

@@ -44,6 +44,9 @@ rule audit:
         protected=config.get("fairness", {}).get("protected", {}),
         seed=config["seed"],
     threads: 1
+    # only describe waits for it: started early, the audit -> describe chain does not run
+    # alone at the end of the run (Snakemake otherwise prefers jobs that unlock others)
+    priority: 10
     log:
         "results/{ds}/logs/audit.log",
     benchmark:
@@ -107,6 +110,7 @@ rule describe:
         audit_cfg=config.get("audit", {}),
         out_dir="results/{ds}/describe",
         seed=config["seed"],
+    priority: 10  # nothing waits for it: started early, not left to the end (see audit)
     log:
         "results/{ds}/logs/describe.log",
     benchmark:

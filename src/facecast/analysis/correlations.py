@@ -225,8 +225,10 @@ def plot_heatmap(r: np.ndarray, names: Sequence[str], paths: Iterable[str | os.P
     p = len(names)
     size = max(6.0, 0.28 * p + 2.5)
     fig, ax = plt.subplots(figsize=(size, size * 0.9))
+    # "none": the SVG keeps the p x p cells as they are (not a resampled picture of them),
+    # and the PNG is drawn as with "nearest"; about a second less per figure at p = 89
     im = ax.imshow(np.ma.masked_invalid(r), cmap="RdBu_r", vmin=-1, vmax=1,
-                   interpolation="nearest")
+                   interpolation="none")
     ax.set_xticks(range(p), names, rotation=90, fontsize=max(4, 9 - p // 15))
     ax.set_yticks(range(p), names, fontsize=max(4, 9 - p // 15))
     ax.set_title(title)

@@ -336,7 +336,8 @@ def select_subset(table: pd.DataFrame | pa.Table, filters: Sequence[AttributeFil
                               "statuses": list(statuses), "filters": []}
     for f in filters:
         col = table.column(f.attribute)
-        if f.mode == "class" and pa.types.is_string(col.type):
+        if f.mode == "class" and (pa.types.is_string(col.type)
+                                  or pa.types.is_large_string(col.type)):
             vals = col.fill_null("").to_numpy(zero_copy_only=False)
         else:
             keep = pa.types.is_float32(col.type)

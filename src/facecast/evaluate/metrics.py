@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtri
 
 from facecast.analysis.ranks import average_ranks
 
@@ -285,6 +284,8 @@ def tar_at_far(far: np.ndarray, tar: np.ndarray, thr: np.ndarray, target: float,
 def det_points(far: np.ndarray, tar: np.ndarray, clip: float = 1e-6
                ) -> tuple[np.ndarray, np.ndarray]:
     """DET coordinates: probit (normal deviate) of FAR and FRR, clipped to (clip, 1-clip)."""
+    from scipy.special import ndtri  # here: most jobs that import this module draw no DET
+
     frr = 1.0 - tar
     return (ndtri(np.clip(far, clip, 1 - clip)), ndtri(np.clip(frr, clip, 1 - clip)))
 

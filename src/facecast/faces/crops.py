@@ -8,7 +8,6 @@ import re
 import struct
 import zlib
 
-import cv2
 import numpy as np
 from isal import isal_zlib
 from PIL import Image
@@ -90,9 +89,6 @@ def decode_error_text(exc: BaseException) -> str:
 
 #: first bytes of the crop formats :func:`decode_crop` reads
 _JPEG_SOI = b"\xff\xd8\xff"
-#: OpenCV's flags: 8-bit 3-channel colour (grey replicated, alpha dropped, as Pillow's
-#: ``convert("RGB")``), EXIF orientation ignored (as Pillow's decode of the bytes)
-_CV_FLAGS = cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION
 #: the name of the crop decoder, per format, as the embedding provenance records it
 DECODER_NAMES = {"png": "opencv-png", "jpeg": "opencv-jpeg"}
 
@@ -132,8 +128,13 @@ def decode_crop(data: bytes, formats: tuple[str, ...] = ("png", "jpeg")) -> np.n
     corrupt data (OpenCV checks PNG CRCs, Pillow does not) raise ``ValueError`` with a
     deterministic message.
     """
+    import cv2  # here: the stages that only import this module's helpers skip OpenCV's import
+
     fmt = check_crop_bytes(data, formats)
-    arr = cv2.imdecode(np.frombuffer(data, np.uint8), _CV_FLAGS)
+    # 8-bit 3-channel colour (grey replicated, alpha dropped, as Pillow's convert("RGB")),
+    # EXIF orientation ignored (as Pillow's decode of the bytes)
+    arr = cv2.imdecode(np.frombuffer(data, np.uint8),
+                       cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
     if arr is None or arr.ndim != 3 or arr.shape[2] != 3:
         raise ValueError(f"truncated or corrupt {fmt.upper()} data ({len(data)} bytes)")
     return cv2.cvtColor(arr, cv2.COLOR_BGR2RGB)

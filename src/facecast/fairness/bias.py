@@ -79,7 +79,7 @@ def discrimination(auc: np.ndarray, present: np.ndarray,
     combo_ok = present.sum(axis=-2, keepdims=True) >= min_groups
     present = present & combo_ok
     masked = np.where(present, auc, -np.inf)
-    best = masked.max(axis=-2, keepdims=True)
+    best = masked.max(axis=-2, keepdims=True, initial=-np.inf)  # no group: empty, no error
     d = np.where(present, best - auc, np.nan)
     n = present.sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -91,8 +91,8 @@ def bias_of(mean_d: np.ndarray) -> np.ndarray | float:
     """Bias = max_a mean_d(a) - min_a mean_d(a) over groups with a value (NaN if none)."""
     mean_d = np.asarray(mean_d, dtype=np.float64)
     ok = np.isfinite(mean_d)
-    hi = np.where(ok, mean_d, -np.inf).max(axis=-1)
-    lo = np.where(ok, mean_d, np.inf).min(axis=-1)
+    hi = np.where(ok, mean_d, -np.inf).max(axis=-1, initial=-np.inf)
+    lo = np.where(ok, mean_d, np.inf).min(axis=-1, initial=np.inf)
     out = np.where(ok.any(axis=-1), hi - lo, np.nan)
     return float(out) if out.ndim == 0 else out
 

@@ -30,7 +30,7 @@ from facecast.datasets.synthetic.truth import (
     image_row,
     write_truth,
 )
-from facecast.io.atomic import atomic_path
+from facecast.io.atomic import write_bytes
 from facecast.parallel import process_pool
 
 __all__ = ["generate_dataset"]
@@ -55,8 +55,7 @@ def _identity_rows(job: tuple[int, int, int, int, str]) -> list[dict[str, Any]]:
         cov = sample_covariates(rng, traits)
         img = render_image(traits, cov, size, rng)
         data = _encode_jpeg(img, cov.jpeg_quality)
-        with atomic_path(Path(out_dir) / image_path(name, k)) as tmp:
-            tmp.write_bytes(data)
+        write_bytes(Path(out_dir) / image_path(name, k), data)
         rows.append(image_row(name, k, labels, cov))
     return rows
 
