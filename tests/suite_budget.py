@@ -73,7 +73,7 @@ def report(seconds: dict[str, float], wall: float | None, budgets: dict[str, int
     for name, sec in sorted(seconds.items(), key=lambda kv: -kv[1]):
         budget = budgets.get(name, budgets[OTHER])
         if sec > budget:
-            over.append(f"OVER BUDGET {name}: {sec:.0f} s > {budget} s")
+            over.append(f"OVER BUDGET {name}: {sec:.1f} s > {budget} s")  # 65.4 > 65
     print(f"{'file':<52}{'seconds':>9}{'budget':>8}")
     for name, sec in sorted(seconds.items(), key=lambda kv: -kv[1])[:top]:
         print(f"{name:<52}{sec:>9.0f}{budgets.get(name, budgets[OTHER]):>8}")

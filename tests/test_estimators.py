@@ -73,8 +73,8 @@ def manifest_of(attrs: pd.DataFrame, bad: int = 5) -> pd.DataFrame:
 S = Settings(min_n=30, n_boot=400, seed=7, n_perm=199)
 
 
-@pytest.fixture(scope="module")
-def utk():
+@pytest.fixture  # each test computes its own tables: mutmut credits a function only to
+def utk():       # the tests during which it ran (docs/CONTRIBUTING.md, Mutation testing)
     attrs = utk_table()
     manifest = manifest_of(attrs)
     return attrs, manifest, *estimator_tables(attrs, manifest, S)

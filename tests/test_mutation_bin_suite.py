@@ -292,6 +292,21 @@ def test_suite_page_line_by_line(tmp_path):
         "10 consecutive |", *blocks, ""]
 
 
+def test_suite_page_names_two_cc11_sets_comma_separated(tmp_path):
+    """Two CC11 sets (a user's val and test exports) are both named in the prose, in
+    their order, joined by a comma; a plain set between them is not named."""
+    lfw = {"set": "lfw", "dataset": "d", "protocol": "lfw", "block": "", "model": "m",
+           "path": _metrics(tmp_path / "lfw.parquet", 0.99, 0.005)}
+    test = [{**it, "set": "cc11_test", "path": _metrics(tmp_path / f"t{k}.parquet", 0.8, 0.02)}
+            for k, it in enumerate(_cc11_items(tmp_path))]
+    write_bin_suite([*_cc11_items(tmp_path), lfw, *test], tmp_path / "s.parquet",
+                    tmp_path / "s.md", tmp_path / "s.html", models=["m"])
+    md = (tmp_path / "s.md").read_text().split("\n")
+    assert md[2].startswith(SUITE_PROSE + "cc11_val, cc11_test: the CC11 average (mean")
+    assert md[4:7] == ["| model | cc11_val | lfw | cc11_test |", "|---|---|---|---|",
+                       "| m | 95.00 ± 1.50 | 99.00 ± 0.50 | 80.00 ± 2.00 |"]
+
+
 def test_suite_page_without_a_cc11_set_or_a_rule(tmp_path):
     """No CC11 set: the prose names none; metrics without a failure rule: no rule's
     sentence; a model without a flip reads Accuracy."""

@@ -42,8 +42,8 @@ def test_files_over_their_budget_or_the_default_are_reported(tmp_path: Path, cap
     assert budgets == {"tests/test_a.py": 12, "any other file": 5}
     over = suite_budget.report({"tests/test_a.py": 12.75, "tests/test_b.py": 7.0,
                                 "tests/test_c.py": 0.75}, 31.5, budgets, top=2)
-    assert over == ["OVER BUDGET tests/test_a.py: 13 s > 12 s",
-                    "OVER BUDGET tests/test_b.py: 7 s > 5 s"]
+    assert over == ["OVER BUDGET tests/test_a.py: 12.8 s > 12 s",
+                    "OVER BUDGET tests/test_b.py: 7.0 s > 5 s"]
     out = capsys.readouterr().out
     assert "test files 3, test seconds 20 (all workers), suite wall 32 s" in out
     assert "tests/test_c.py" not in out  # --top 2

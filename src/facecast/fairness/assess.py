@@ -261,9 +261,24 @@ def _annotated_pairs(scores_path: str | os.PathLike, attributes_path: str | os.P
     labels = image_labels(attrs, protected, legitimate, sync=cfg.get("sync", "majority"))
     ann = annotate_pairs(pairs, labels, protected, legitimate,
                          mixed_pairs=cfg.get("mixed_pairs", "reference"))
+    _check_some_group(ann, protected, scores_path, attributes_path)
     ann["label"] = pd.to_numeric(ann["label"], errors="coerce")
     ann["score"] = pd.to_numeric(ann["score"], errors="coerce").astype(np.float64)
     return mark_failures(ann, rule), attrs, legitimate
+
+
+def _check_some_group(ann: pd.DataFrame, protected: Sequence[Any], scores: Any, attrs: Any) -> None:
+    """Raise when no pair has its two images in one group (no figure could compare any)."""
+    group = ann["group"].to_numpy(object)
+    if not len(ann) or (pd.notna(group) & (group != MIXED)).any():
+        return
+    images = pd.concat([ann["image_a"], ann["image_b"]]).astype(str)
+    labelled = pd.concat([ann["group_a"], ann["group_b"]]).notna().to_numpy()
+    raise ValueError(
+        f"{scores}: none of its {len(ann)} pairs has two images of one group under "
+        f"fairness.protected ({', '.join(f'{s.name}: {s.column}' for s in protected)}); "
+        f"{images[labelled].nunique()} of their {images.nunique()} images have a group in "
+        f"{attrs}. Fairness compares groups through pairs inside a group.")
 
 
 def _counted(ann: pd.DataFrame) -> np.ndarray:
