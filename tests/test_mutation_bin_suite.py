@@ -388,3 +388,72 @@ def test_partial_metrics_and_odd_cells(tmp_path):
     assert "| lfw | e | – | – | – | – | – | – | – | – | – |" in md
     assert "| black | m | – | – | – | – | – | – | – | (no metrics) | – |" in md
     assert PAIRS_PROSE.format(rules=" ") in md
+
+
+def test_a_missing_row_does_not_end_the_pairs_table(tmp_path):
+    """A set whose first model has no metrics file: its row says so, and the next model's
+    row still follows."""
+    items = [{"set": "lfw", "dataset": "d", "protocol": "p", "model": "m",
+              "path": str(tmp_path / "absent.parquet")},
+             {"set": "lfw", "dataset": "d", "protocol": "p", "model": "n",
+              "path": _metrics(tmp_path / "n.parquet", 0.99, 0.005)}]
+    rows = write_bin_suite(items, tmp_path / "s.parquet", tmp_path / "s.md",
+                           tmp_path / "s.html", models=["m", "n"])
+    md = (tmp_path / "s.md").read_text().split("\n")
+    at = md.index("| lfw | m | – | – | – | – | – | – | – | (no metrics) | – |")
+    assert md[at + 1] == ("| lfw | n | 100 | 40 | 60 | 60.00 (different) | 1 | no_face | 0 "
+                          "| – | 10 consecutive |")
+    assert rows["status"].tolist() == ["missing", "ok"]
+    page = (tmp_path / "s.html").read_text()
+    assert "<title>Verification .bin sets</title>" in page
+
+
+def test_a_model_without_items_gets_a_not_evaluated_row_and_no_sets_no_rows(tmp_path):
+    """Model ``n`` was evaluated on no set: its row is ``missing`` / ``not evaluated`` with
+    NaN counts in float columns (as the other rows' counts); no set at all: an empty table
+    with the suite's eleven columns."""
+    items = [{"set": "lfw", "dataset": "d", "protocol": "p", "model": "m",
+              "path": _metrics(tmp_path / "m.parquet", 0.99, 0.005)}]
+    long = read_items(items)
+    rows = suite_rows(long, ["lfw"], ["n"])
+    assert rows[["status", "message", "failed", "dataset"]].iloc[0].tolist() == [
+        "missing", "not evaluated", "", ""]
+    for c in ("accuracy", "accuracy_std", "n_pairs", "n_failed", "n_skipped"):
+        assert rows[c].dtype == np.float64 and np.isnan(rows[c].iat[0]), c
+    empty = suite_rows(long, [], ["m"])
+    assert len(empty) == 0 and empty.columns.tolist() == [
+        "set", "model", "accuracy", "accuracy_std", "status", "message", "n_pairs",
+        "n_failed", "n_skipped", "failed", "dataset"]
+
+
+def test_a_cc11_set_sums_what_its_blocks_counted_and_joins_rules_and_datasets(tmp_path):
+    """One CC11 block evaluated (the others absent): the set's pair counts are that
+    block's, not NaN; two blocks under two failure rules from two datasets: both named,
+    comma separated, in order of appearance."""
+    items = _cc11_items(tmp_path)
+    for it in items[1:]:
+        it["path"] = str(tmp_path / "absent.parquet")
+    rows = suite_rows(read_items(items), ["cc11_val"], ["m"])
+    assert rows[["n_pairs", "n_failed", "n_skipped"]].iloc[0].tolist() == [100, 1, 0]
+    assert rows["status"].iat[0] == "incomplete"
+    items = _cc11_items(tmp_path)
+    items[1]["path"] = _metrics(tmp_path / "drop.parquet", 0.9, 0.01, failed="drop")
+    items[1]["dataset"] = "other"
+    rows = suite_rows(read_items(items), ["cc11_val"], ["m"])
+    assert rows["failed"].iat[0] == "nonmatch, drop"
+    assert rows["dataset"].iat[0] == "cc, other"
+    assert rows["n_pairs"].iat[0] == 1100
+
+
+def test_a_cc11_table_of_one_block_and_its_default_title(tmp_path):
+    """One block's item: the average row takes that item's set; cc11_markdown without a
+    source titles the dataset alone."""
+    from facecast.evaluate.bin_suite import cc11_markdown
+
+    items = _cc11_items(tmp_path)[:1]
+    table = write_cc11_table(items, tmp_path / "t.parquet", tmp_path / "t.md",
+                             tmp_path / "t.html", models=["m"], dataset="cc", source="x")
+    assert table["set"].tolist() == ["cc11_val", "cc11_val"]
+    assert table["block"].tolist() == [CC11_NAMES[0], "average"]
+    md = cc11_markdown(read_items(items), ["m"], dataset="cc")
+    assert md.split("\n")[0] == "# CC11: cc"

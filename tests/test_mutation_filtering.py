@@ -17,6 +17,7 @@ from facecast.analysis.filtering import (
     FilterError,
     _percent,
     as_column_number,
+    build_subset,
     cast_number,
     cast_rank_select,
     describe_filters,
@@ -243,3 +244,191 @@ def test_percentile_ranks_of_one_two_and_integer_values():
     pool = np.ones(4, bool)
     m = filter_mask(np.array([4, 1, 2, 2]), pool, AttributeFilter("a", "rank", 0.5, 0.5))
     assert m.tolist() == [False, False, True, True]
+
+
+# ------------------------------------------------------------- build_subset: what it writes
+
+
+def _attributes(tmp_path, level=None):
+    """Seven images of four identities: statuses, an exclude with a null, a float age with
+    a NaN, a 0/1 ``Male``, a column no filter reads."""
+    from facecast.io.parquet_io import write_parquet
+
+    key = "template_id" if level == "template" else "image_id"
+    df = pd.DataFrame({
+        key: list("abcdefg"), "identity": list("aabbccd"), "split": ["test"] * 6 + ["val"],
+        "exclude": [False, False, None, False, True, False, False],
+        "status": ["ok", "ok", "ok", "no_face", "ok", "aligned_input", "ok"],
+        "age": [20.0, 35.0, np.nan, 60.0, 70.0, 40.0, 50.0],
+        "Male": [1, 0, 1, 0, 0, 0, 1], "junk": np.arange(7.0)})
+    if level == "template":
+        df["n_images"] = [2, 1, 1, 3, 1, 1, 2]
+    prov = {"level": level} if level else None
+    return write_parquet(df, tmp_path / "attributes.parquet", provenance=prov)
+
+
+def test_build_subset_writes_the_rows_columns_report_provenance_and_description(tmp_path):
+    """Pool a, b, c, f, g (no_face d and excluded e out); age in [30, 60]: b, f, g; Male 0:
+    b, f. The subset keeps the keys and each filtered attribute once, in filter order; its
+    report is select_subset's with the level and the identities (b: a, f: c)."""
+    import json
+
+    from facecast.io.parquet_io import read_metadata, read_parquet, read_provenance
+
+    src = _attributes(tmp_path)
+    filters = [AttributeFilter("age", "value", 30, 60), AttributeFilter("Male", "class",
+                                                                        value=0),
+               AttributeFilter("age", "value", 0, 100), AttributeFilter("split", "class",
+                                                                        value="test")]
+    out = tmp_path / "bench" / "subset.parquet"
+    report = build_subset(src, filters, out, tmp_path / "bench" / "description.txt",
+                          provenance={"config_hash": "h"})
+    sub = read_parquet(out)
+    assert sub.columns.tolist() == ["image_id", "identity", "split", "age", "Male"]
+    assert sub["image_id"].tolist() == ["b", "f"] and sub["age"].tolist() == [35.0, 40.0]
+    assert sub["Male"].tolist() == [0, 0] and sub["identity"].tolist() == ["a", "c"]
+    want = {"n_rows": 7, "n_pool": 5, "statuses": ["ok", "aligned_input"],
+            "filters": [{"attribute": "age", "mode": "value", "rank_method": "facecast",
+                         "n_valued": 4, "n_pass": 3},
+                        {"attribute": "Male", "mode": "class", "rank_method": "facecast",
+                         "n_valued": 5, "n_pass": 2},
+                        {"attribute": "age", "mode": "value", "rank_method": "facecast",
+                         "n_valued": 4, "n_pass": 4},
+                        {"attribute": "split", "mode": "class", "rank_method": "facecast",
+                         "n_valued": 5, "n_pass": 4}],
+            "n_subset": 2, "level": "image", "n_identities": 2}
+    assert report == want
+    assert json.loads(read_metadata(out)["facecast.subset_report"]) == want
+    prov = read_provenance(out)
+    assert prov["stage"] == "benchmark_subset" and prov["config_hash"] == "h"
+    assert prov["statuses"] == ["ok", "aligned_input"] and prov["level"] == "image"
+    assert prov["filters"] == [json.loads(json.dumps(vars(f))) for f in filters]
+    assert (tmp_path / "bench" / "description.txt").read_text() == describe_filters(filters)
+    # the statuses given reach the pool, the report and the provenance
+    report = build_subset(src, [], tmp_path / "s2" / "subset.parquet",
+                          tmp_path / "s2" / "description.txt", statuses=("no_face",))
+    assert (report["n_pool"], report["n_subset"], report["n_identities"]) == (1, 1, 1)
+    assert read_provenance(tmp_path / "s2" / "subset.parquet")["statuses"] == ["no_face"]
+    assert read_parquet(tmp_path / "s2" / "subset.parquet").columns.tolist() == \
+        ["image_id", "identity", "split"]
+
+
+def test_build_subset_of_templates_keeps_template_keys_and_the_ok_pool(tmp_path):
+    """A template-level table: template_id and n_images kept, the pool is status ``ok``
+    whatever statuses are asked (f, aligned_input at image level, is out)."""
+    from facecast.io.parquet_io import read_parquet, read_provenance
+
+    src = _attributes(tmp_path, level="template")
+    out = tmp_path / "t" / "subset.parquet"
+    report = build_subset(src, [AttributeFilter("age", "value", 30, 60)], out,
+                          tmp_path / "t" / "description.txt",
+                          statuses=("ok", "aligned_input"))
+    sub = read_parquet(out)
+    assert sub.columns.tolist() == ["template_id", "identity", "split", "n_images", "age"]
+    assert sub["template_id"].tolist() == ["b", "g"] and sub["n_images"].tolist() == [1, 2]
+    assert report["level"] == "template" and report["statuses"] == ["ok"]
+    assert (report["n_pool"], report["n_subset"], report["n_identities"]) == (4, 2, 2)
+    prov = read_provenance(out)
+    assert prov["level"] == "template" and prov["statuses"] == ["ok"]
+
+
+def test_build_subset_names_a_missing_attribute_and_warns_on_an_empty_pool(tmp_path, caplog):
+    """A filter on a column the table lacks: the error names it and the table's
+    non-key columns; a pool without a row: the warning says so, the subset is empty with
+    no identity."""
+    import logging
+
+    from facecast.io.parquet_io import read_parquet
+
+    src = _attributes(tmp_path)
+    with pytest.raises(FilterError) as exc:
+        build_subset(src, [AttributeFilter("height", "value", 0, 1),
+                           AttributeFilter("age", "value", 0, 1)],
+                     tmp_path / "x" / "subset.parquet", tmp_path / "x" / "description.txt")
+    assert str(exc.value) == (
+        f"attribute column(s) ['height'] not in {src}; available: "
+        "['Male', 'age', 'exclude', 'junk', 'status']")
+    assert not (tmp_path / "x").exists()
+    with caplog.at_level(logging.WARNING, logger="facecast.analysis.filtering"):
+        report = build_subset(src, [], tmp_path / "e" / "subset.parquet",
+                              tmp_path / "e" / "description.txt", statuses=("gone",))
+    assert (report["n_pool"], report["n_subset"], report["n_identities"]) == (0, 0, 0)
+    assert len(read_parquet(tmp_path / "e" / "subset.parquet")) == 0
+    assert [r.name for r in caplog.records] == ["facecast.analysis.filtering"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"EMPTY BENCHMARK POOL: none of the 7 rows of {src} may enter a benchmark (status "
+        "and exclude); every benchmark of this dataset is empty (check the manifest's "
+        "exclude column and statuses)"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="facecast.analysis.filtering"):
+        build_subset(src, [], tmp_path / "f" / "subset.parquet",
+                     tmp_path / "f" / "description.txt")
+    assert caplog.records == []
+
+
+def test_row_order_reaches_casts_rank_slice_through_every_caller():
+    """``ties: row_order`` cuts a tie in row order (numpy's stable sort), through
+    cast_rank_mask and filter_mask alike: 300 values of 0/1, the slice [50 %, 100 %) cut
+    inside the ones."""
+    from facecast.analysis.filtering import cast_rank_mask
+
+    rng = np.random.default_rng(0)
+    v = (rng.random(300) < 0.5).astype(np.float64)
+    n = len(v)
+    start, stop = round(n * 50 / 100), round(n * 100 / 100) - 1
+    want = np.zeros(n, bool)
+    want[np.argsort(v, kind="stable")[start:stop]] = True
+    np.testing.assert_array_equal(cast_rank_mask(v, 0.5, 1.0, "row_order"), want)
+    f = AttributeFilter("x", "rank", 0.5, 1.0, rank_method="cast", ties="row_order")
+    np.testing.assert_array_equal(filter_mask(v, np.ones(n, bool), f), want)
+    # the default: CAST's own np.argsort
+    cast = np.zeros(n, bool)
+    cast[np.argsort(v)[start:stop]] = True
+    np.testing.assert_array_equal(cast_rank_mask(v, 0.5, 1.0), cast)
+
+
+def test_value_bounds_on_an_integer_column_compare_as_floats():
+    """An integer column compares in float64: [0.5, 1] keeps the ones only (in the
+    column's own integer type 0.5 would be 0)."""
+    v = np.array([0, 1, 1, 0, 2], np.int64)
+    f = AttributeFilter("Male", "value", 0.5, 1)
+    assert filter_mask(v, np.ones(5, bool), f).tolist() == [False, True, True, False, False]
+
+
+def test_a_missing_text_is_the_empty_class_and_no_class_named_none():
+    """A class filter on text: a missing value is read as the empty text - a filter on
+    ``""`` selects it, one on ``"None"`` does not; a class filter counts every pool row as
+    valued, even where a numeric column is NaN."""
+    df = pd.DataFrame({"image_id": list("abcd"), "identity": list("abcd"), "split": "test",
+                       "exclude": False, "status": "ok", "hair": ["x", None, "", "None"],
+                       "Male": [1.0, np.nan, 0.0, 1.0]})
+    mask, rep = select_subset(df, [AttributeFilter("hair", "class", value="")])
+    assert mask.tolist() == [False, True, True, False]
+    mask, rep = select_subset(df, [AttributeFilter("hair", "class", value="None")])
+    assert mask.tolist() == [False, False, False, True]
+    mask, rep = select_subset(df, [AttributeFilter("Male", "class", value=1)])
+    assert mask.tolist() == [True, False, False, True]
+    assert rep["filters"][0]["n_valued"] == 4 and rep["filters"][0]["n_pass"] == 2
+
+
+def test_rank_bounds_above_one_and_the_default_benchmark_name():
+    """A rank filter's low above 1 is refused; without a benchmark name the error says
+    ``benchmark ''``."""
+    with pytest.raises(FilterError, match=r"^benchmark '': filter "):
+        AttributeFilter.from_config({"attribute": "x", "low": 1.5, "high": 1.0})
+    with pytest.raises(FilterError, match=r"^benchmark '': filter "):
+        parse_filters([{"attribute": "x", "mode": "rank", "low": 0.2, "high": 1.5}])
+
+
+def test_an_empty_column_and_a_frame_with_its_own_index():
+    """CAST's slice of no value is empty (no sort of nothing); a DataFrame's index (here
+    image names) adds no column: the error lists the frame's own columns."""
+    assert cast_rank_select(np.array([]), 0.0, 100.0).tolist() == []
+    assert cast_rank_select(np.array([], np.float32), 0.0, 100.0).tolist() == []
+    df = pd.DataFrame({"image_id": list("abc"), "identity": list("abc"), "split": "test",
+                       "exclude": False, "status": "ok", "age": [1.0, 2.0, 3.0]})
+    with pytest.raises(FilterError) as exc:
+        select_subset(df.set_index(pd.Index(list("xyz"))),
+                      [AttributeFilter("height", "value", 0, 1)])
+    assert str(exc.value).endswith("available: ['age', 'exclude', 'identity', 'image_id', "
+                                   "'split', 'status']")

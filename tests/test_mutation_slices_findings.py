@@ -247,3 +247,293 @@ def test_a_later_finding_records_its_largest_overlap_with_an_earlier_one():
     out = group_findings(design, cands, unit=0.01, first=0.01)
     assert out.reps == [0, 1]
     assert out.overlap_max == [0.0, pytest.approx(10 / 140, rel=1e-12)]
+
+
+# --- worlds of identities with given error counts (5 genuine pairs each) -----------------
+
+
+def _errs_world(errs):
+    """Identity ``i`` has 5 genuine pairs, the first ``errs[i]`` of them errors; the design
+    keeps identity order."""
+    errs = np.asarray(errs)
+    ids = np.repeat(np.arange(len(errs)), PER)
+    err = np.tile(np.arange(PER), len(errs)) < errs[ids]
+    design = Design(ids, ids, err)
+    assert (design.order == np.arange(len(ids))).all()
+    return design, ids, err
+
+
+def _design_cands(design, order, err, specs):
+    """Candidates of ``design`` whose pairs are the caller's pairs ``order`` (the design's
+    input); ``specs``: (mask over the unshuffled pairs, predicates, text) per row."""
+    out = []
+    for r, (m, p, s) in enumerate(specs):
+        idx = np.flatnonzero(design.members(m[order]))
+        out.append(Candidate(r, idx, float(err[m].sum()), len(p), s, frozenset(p)))
+    return out
+
+
+def test_the_default_max_findings_is_20():
+    """21 disjoint effects (2 identities of 3 errors in 5 each, among 40 identities without
+    errors) that all reach a cut-off of 1: called without ``max_findings``, 20 open and the
+    21st says why it is in none."""
+    design, ids, err = _errs_world(np.r_[np.full(42, 3), np.zeros(40, int)])
+    cands = [_cand(j, ids // 2 == j, err, {j}, f"s{j:02d}") for j in range(21)]
+    out = group_findings(design, cands, unit=1.0, first=1.0)
+    assert out.reps == list(range(20))
+    assert out.notes == {20: "in no finding: slices.max_findings (20) findings are open"}
+
+
+def test_the_first_line_subtracts_nothing_from_the_slices_errors():
+    """Before any finding the line is by the plain score: a small slice (2 identities, 10
+    errors in 10 pairs) leads a large one (20 identities, 60 errors in 100 pairs); one
+    error less each would put the large one first."""
+    design, ids, err = _errs_world(np.r_[np.full(2, 5), np.full(20, 3), np.zeros(40, int)])
+    small, large = ids < 2, (ids >= 2) & (ids < 22)
+    g = _grouping(design, [_cand(0, small, err, {0}, "small"),
+                           _cand(1, large, err, {1}, "large")])
+    sc = score(np.array([10.0, 60.0]), np.array([10.0, 100.0]), design.n, design.rate, 0.95)
+    sc_less = score(np.array([9.0, 59.0]), np.array([10.0, 100.0]), design.n, design.rate,
+                    0.95)
+    assert sc[0] > sc[1] and sc_less[0] < sc_less[1]
+    assert [c.text for c in g.ordered(None)] == ["small", "large"]
+
+
+def _part_world():
+    """A (identities 0-39, 4 errors in 5) is finding 1. Beyond it: C (identities 40-55, 4
+    errors in 5: 64 in 80 pairs) and its parent P = C + identities 56-103 (84 errors in
+    240 pairs, 1.75 per identity); 2 errors in the remaining 880 pairs. Outside A the
+    rate is exactly 1/8 (150 / 1200), so each pair's residual beyond A is a multiple of
+    1/8 and the sums are exact: P's residual errors 148 - 320 / 8 = 108 are exactly twice
+    C's 64 - 80 / 8 = 54."""
+    pc = np.r_[np.full(36, 2), np.full(12, 1)]
+    bg = np.zeros(176, int)
+    bg[:2] = 1
+    design, ids, err = _errs_world(np.r_[np.full(40, 4), np.full(16, 4), pc, bg])
+    a, c, p = ids < 40, (ids >= 40) & (ids < 56), (ids >= 40) & (ids < 104)
+    return design, ids, err, a, c, p
+
+
+def test_a_parent_with_twice_the_childs_excess_beyond_a_finding_replaces_it():
+    """After finding A, the conjunction C = P & Q leads the line (its score beyond A beats
+    P's) and reaches the cut-off of finding 2 (p beyond A below 2 * unit). P's residual
+    errors beyond A (against the cell rates: 1/8 outside A) are exactly twice C's - not
+    more: P's excess outside C equals C's - so C is only a part of P's effect, though C
+    tested within P would matter (p < fdr): P, significant beyond A, is finding 2 (its p:
+    P's test stratified by A's cells) and C joins it. The same in a shuffled design (the
+    cells are in the design's order). (Against the overall rate P's residual is less
+    than twice C's, as P is more than twice C's size.)"""
+    design, ids, err, a, c, p = _part_world()
+    specs = [(a, {0}, "A"), (c, {1, 2}, "P & Q"), (p, {1}, "P")]
+    cands = _design_cands(design, np.arange(design.n), err, specs)
+    g = _grouping(design, cands)
+    assert [x.text for x in g.ordered(None)] == ["A", "P & Q", "P"]
+    cells = design.strata(a.astype(np.int64), ordered=True)
+    assert cells.rates[0] == 0.125                                # outside A: 150 / 1200
+    resid = design.err_f - cells.rates[cells.codes]
+    assert resid[p].sum() == 2 * resid[c].sum() == 108.0
+    over = design.err_f - design.rate
+    assert over[p].sum() < 2 * over[c].sum()
+    p_a = design.test(design.members(a)).p[0]
+    p_c, p_p = design.test(design.members(np.c_[c, p]), cells).p
+    within = design.strata(a.astype(np.int64) | (p.astype(np.int64) << 1), ordered=True)
+    p_c_in_p = design.test(design.members(c), within).p[0]
+    assert p_a < 0.01 and p_c < 0.002 and p_p < 0.002 and p_c_in_p < 0.05
+    assert design.test(design.members(p)).p[0] > 1e6 * p_p      # unstratified: 1.5e-14
+    out = group_findings(design, cands, unit=0.001, first=0.01)
+    assert out.reps == [0, 2] and out.finding == {0: 1, 1: 2, 2: 2}
+    assert out.members == {1: [], 2: [1]}
+    assert out.p_beyond == pytest.approx([p_a, p_p], rel=1e-12, abs=0)
+    # shuffled: the same findings and p-values
+    perm = np.random.default_rng(5).permutation(design.n)
+    shuffled = Design(ids[perm], ids[perm], err[perm])
+    assert not (shuffled.order == np.arange(design.n)).all()
+    out = group_findings(shuffled, _design_cands(shuffled, perm, err, specs), unit=0.001,
+                         first=0.01)
+    assert out.reps == [0, 2] and out.finding == {0: 1, 1: 2, 2: 2}
+    assert out.p_beyond == pytest.approx([p_a, p_p], rel=1e-9, abs=0)
+
+
+def test_a_child_that_matters_within_its_parent_at_exactly_fdr_opens_itself():
+    """The world of the last test with the parent P' = C + identities 56-87 (64 errors
+    in 160 pairs): P''s residual errors beyond A, 54 + 64 - 20 = 98, are less than twice
+    C's 54 (errors plus expected ones: 74 + 84 = 158 would be more than twice C's 74),
+    so C is tested within P' (cells of A and P'; one child: at ``fdr / 1``). With
+    ``fdr`` exactly that p, C matters (the test is strict): C is finding 2, and P', whose
+    effect beyond A and C is still significant, finding 3. A float step lower, C adds
+    nothing within P': P' is finding 2 and C joins it. (C's p beyond A alone is larger
+    than its p within P'.)"""
+    design, ids, err, a, c, _ = _part_world()
+    p = (ids >= 40) & (ids < 88)
+    specs = [(a, {0}, "A"), (c, {1, 2}, "P & Q"), (p, {1}, "P'")]
+    cands = _design_cands(design, np.arange(design.n), err, specs)
+    cells = design.strata(a.astype(np.int64), ordered=True)
+    resid = design.err_f - cells.rates[cells.codes]
+    assert resid[p].sum() == 98.0 and resid[c].sum() == 54.0
+    expected = design.err_f + cells.rates[cells.codes]
+    assert expected[p].sum() == 158.0 and expected[c].sum() == 74.0
+    p_a = design.test(design.members(a)).p[0]
+    p_c, p_p = design.test(design.members(np.c_[c, p]), cells).p
+    within = design.strata(a.astype(np.int64) | (p.astype(np.int64) << 1), ordered=True)
+    p_in = float(design.test(design.members(c), within).p[0])
+    assert 1e-5 < p_in < p_c < 0.002 and p_p < 1e-12
+    out = group_findings(design, cands, unit=0.001, first=0.01, fdr=p_in)
+    cells2 = design.strata(a.astype(np.int64) | (c.astype(np.int64) << 1), ordered=True)
+    p_p2 = design.test(design.members(p), cells2).p[0]
+    assert out.reps == [0, 1, 2] and out.finding == {0: 1, 1: 2, 2: 3}
+    assert out.p_beyond == pytest.approx([p_a, p_c, p_p2], rel=1e-12, abs=0)
+    out = group_findings(design, cands, unit=0.001, first=0.01,
+                         fdr=float(np.nextafter(p_in, 0.0)))
+    assert out.reps == [0, 2] and out.finding == {0: 1, 1: 2, 2: 2}
+    assert out.p_beyond == pytest.approx([p_a, p_p], rel=1e-12, abs=0)
+
+
+def test_a_parent_of_two_children_tests_the_child_at_fdr_over_two():
+    """The world of the last test, P' now with two children in the family: C is tested
+    within P' at ``fdr / 2``. With ``fdr`` exactly C's p within P', that p is above
+    ``fdr / 2``: C adds nothing within P', so P' is finding 2 and C joins it (at
+    ``fdr * 2`` C would matter and open finding 2 itself)."""
+    design, ids, err, a, c, _ = _part_world()
+    p = (ids >= 40) & (ids < 88)
+    specs = [(a, {0}, "A"), (c, {1, 2}, "P & Q"), (p, {1}, "P'")]
+    cands = _design_cands(design, np.arange(design.n), err, specs)
+    cands[2].children = 2
+    within = design.strata(a.astype(np.int64) | (p.astype(np.int64) << 1), ordered=True)
+    p_in = float(design.test(design.members(c), within).p[0])
+    cells = design.strata(a.astype(np.int64), ordered=True)
+    p_p = float(design.test(design.members(p), cells).p[0])
+    out = group_findings(design, cands, unit=0.001, first=0.01, fdr=p_in)
+    assert out.reps == [0, 2] and out.finding == {0: 1, 1: 2, 2: 2}
+    assert out.p_beyond[1] == pytest.approx(p_p, rel=1e-12, abs=0)
+
+
+def test_a_parent_exactly_at_the_cut_off_replaces_its_child():
+    """The world of the last tests with the parent P = C + identities 106-135 (no
+    errors): P's p beyond A (5.6e-4) is above C's (1.4e-4). At ``fdr`` 1e-300 C adds
+    nothing within P (any p is above it). With ``unit`` such that the cut-off of finding
+    2, ``2 * unit * (1 + 1e-9)``, is exactly P's p, P replaces C (inclusive); a float step
+    lower, C is finding 2 (P joins it)."""
+    design, ids, err, a, c, _ = _part_world()
+    p = c | ((ids >= 106) & (ids < 136))
+    assert err[p & ~c].sum() == 0
+    specs = [(a, {0}, "A"), (c, {1, 2}, "P & Q"), (p, {1}, "P")]
+    cands = _design_cands(design, np.arange(design.n), err, specs)
+    cells = design.strata(a.astype(np.int64), ordered=True)
+    p_a = float(design.test(design.members(a)).p[0])
+    p_c = float(design.test(design.members(c), cells).p[0])        # one column each:
+    p_p = float(design.test(design.members(p), cells).p[0])        # bit for bit
+    assert 1e-4 < p_c < p_p < 1e-3
+    cut = p_p / (1 + 1e-9)
+    for _ in range(100):
+        if cut * (1 + 1e-9) == p_p:
+            break
+        cut = np.nextafter(cut, np.inf if cut * (1 + 1e-9) < p_p else -np.inf)
+    unit = cut / 2
+    assert (0 + 1 + 1) * unit * (1 + 1e-9) == p_p
+    out = group_findings(design, cands, unit=unit, first=0.01, fdr=1e-300)
+    assert out.reps == [0, 2] and out.finding == {0: 1, 1: 2, 2: 2}
+    assert out.p_beyond == pytest.approx([p_a, p_p], rel=1e-12, abs=0)
+    assert out.p_beyond[1] == p_p                     # P's own test: exactly the cut-off
+    out = group_findings(design, cands, unit=float(np.nextafter(unit, 0.0)), first=0.01,
+                         fdr=1e-300)
+    assert out.reps == [0, 1] and out.finding == {0: 1, 1: 2, 2: 2}
+    assert out.p_beyond == pytest.approx([p_a, p_c], rel=1e-12, abs=0)
+
+
+def test_a_parent_overlapping_a_finding_by_half_is_passed_over_for_the_next():
+    """C = P & Q of the equal-excess world has two parents: Q = A + identities 40-79,
+    first in predicate order, overlaps A by exactly half (200 of 400 pairs) - it is
+    passed over (and, at the end, joins A) though its effect beyond A is strong and C
+    adds nothing within it at ``fdr`` 1e-300; the next parent, P, replaces C."""
+    design, ids, err, a, c, p = _part_world()
+    q = a | ((ids >= 40) & (ids < 80))
+    specs = [(a, {0}, "A"), (c, {1, 2}, "P & Q"), (p, {1}, "P"), (q, {2}, "Q")]
+    cands = _design_cands(design, np.arange(design.n), err, specs)
+    g = _grouping(design, cands)
+    g.open(cands[0], 1e-9, 0.0)
+    assert g.jaccard(cands[3]).tolist() == [0.5]
+    cells = design.strata(a.astype(np.int64), ordered=True)
+    p_a = design.test(design.members(a)).p[0]
+    p_c, p_p, p_q = design.test(design.members(np.c_[c, p, q]), cells).p
+    assert max(p_c, p_p, p_q) < 0.002
+    out = group_findings(design, cands, unit=0.001, first=0.01, fdr=1e-300)
+    assert out.reps == [0, 2] and out.finding == {0: 1, 1: 2, 2: 2, 3: 1}
+    assert out.members == {1: [3], 2: [1]}
+    assert out.p_beyond == pytest.approx([p_a, p_p], rel=1e-12, abs=0)
+
+
+def test_a_slice_overlapping_a_finding_by_half_joins_it_untested_and_the_step_goes_on():
+    """S = A + identities 40-79 overlaps A by exactly half (200 of 400 pairs) and has a
+    strong effect beyond A (p 6e-16); D (identities 56-103, 84 errors in 240 pairs) has
+    a smaller score beyond A than S. Step 2 walks S first: S joins A untested, and the
+    step goes on to D, which opens finding 2."""
+    design, ids, err, a, _, _ = _part_world()
+    s = a | ((ids >= 40) & (ids < 80))
+    d = (ids >= 56) & (ids < 104)
+    specs = [(a, {0}, "A"), (s, {1}, "S"), (d, {2}, "D")]
+    cands = _design_cands(design, np.arange(design.n), err, specs)
+    g = _grouping(design, cands)
+    g.open(cands[0], 1e-9, 0.0)
+    cells = design.strata(a.astype(np.int64), ordered=True)
+    assert [x.text for x in g.ordered(cells.rates[cells.codes] - design.rate)][:2] == \
+        ["S", "D"]
+    assert g.jaccard(cands[1]).tolist() == [0.5]
+    p_a = design.test(design.members(a)).p[0]
+    p_s, p_d = design.test(design.members(np.c_[s, d]), cells).p
+    assert p_s < 1e-12 and p_d < 1e-12
+    out = group_findings(design, cands, unit=0.001, first=0.01)
+    assert out.reps == [0, 2] and out.finding == {0: 1, 1: 1, 2: 2}
+    assert out.members == {1: [1], 2: []} and out.notes == {}
+    assert out.p_beyond == pytest.approx([p_a, p_d], rel=1e-12, abs=0)
+
+
+def test_the_line_beyond_a_finding_decides_which_effect_opens_next():
+    """C (identities 40-55, 4 errors in 5) and F = identities 20-55 (half of A and C):
+    by plain score F leads C (A's errors lift it), beyond A C leads F (A's pairs count at
+    the overall rate). Both reach the cut-off of finding 2 - F with the smaller p - but C
+    is walked first and opens it; F, then adding nothing beyond A and C, joins C (its
+    largest overlap, 80 / 180)."""
+    design, ids, err, a, c, _ = _part_world()
+    f = (ids >= 20) & (ids < 56)
+    specs = [(a, {0}, "A"), (c, {1}, "C"), (f, {2}, "F")]
+    cands = _design_cands(design, np.arange(design.n), err, specs)
+    g = _grouping(design, cands)
+    assert [x.text for x in g.ordered(None)] == ["A", "F", "C"]
+    g.open(cands[0], 1e-9, 0.0)
+    cells = design.strata(a.astype(np.int64), ordered=True)
+    assert [x.text for x in g.ordered(cells.rates[cells.codes] - design.rate)] == \
+        ["C", "F", "A"]
+    p_a = design.test(design.members(a)).p[0]
+    p_c, p_f = design.test(design.members(np.c_[c, f]), cells).p
+    assert p_f < p_c < 0.002
+    out = group_findings(design, cands, unit=0.001, first=0.01)
+    assert out.reps == [0, 1] and out.finding == {0: 1, 1: 2, 2: 2}
+    assert out.p_beyond == pytest.approx([p_a, p_c], rel=1e-12, abs=0)
+
+
+def test_a_parent_that_joined_a_finding_in_an_earlier_step_cannot_replace_a_child():
+    """P = C + identities 106-145 (no errors) + identity 39 (one of A's): at ``alpha``
+    0.5 (size weighs more) the line beyond A is P, F (identities 56-103), ..., C = P & Q
+    last. Step 2: P's p beyond A (3.2e-3) misses the cut-off 0.002, so P joins A (it
+    overlaps it a little); F opens finding 2. Step 3: C opens finding 3 - its parent P,
+    though now significant beyond A and F (2.6e-6 < 0.003) and C adds nothing within it
+    at ``fdr`` 1e-300, is no longer open and cannot replace it."""
+    design, ids, err, a, c, _ = _part_world()
+    f = (ids >= 56) & (ids < 104)
+    p = c | ((ids >= 106) & (ids < 146)) | (ids == 39)
+    specs = [(a, {0}, "A"), (c, {1, 2}, "P & Q"), (p, {1}, "P"), (f, {3}, "F")]
+    cands = _design_cands(design, np.arange(design.n), err, specs)
+    g = _grouping(design, cands, alpha=0.5)
+    assert [x.text for x in g.ordered(None)] == ["A", "P", "F", "P & Q"]
+    g.open(cands[0], 1e-9, 0.0)
+    cells = design.strata(a.astype(np.int64), ordered=True)
+    assert [x.text for x in g.ordered(cells.rates[cells.codes] - design.rate)] == \
+        ["P", "F", "A", "P & Q"]
+    cells3 = design.strata(a.astype(np.int64) | (f.astype(np.int64) << 1), ordered=True)
+    p_a = design.test(design.members(a)).p[0]
+    p_p2, p_f = design.test(design.members(np.c_[p, f]), cells).p
+    p_p3, p_c3 = design.test(design.members(np.c_[p, c]), cells3).p
+    assert p_p2 > 0.002 and p_f < 0.002 and p_p3 < 0.003 and p_c3 < 0.003
+    out = group_findings(design, cands, unit=0.001, first=0.01, fdr=1e-300, alpha=0.5)
+    assert out.reps == [0, 3, 1] and out.finding == {0: 1, 1: 3, 2: 1, 3: 2}
+    assert out.p_beyond == pytest.approx([p_a, p_f, p_c3], rel=1e-12, abs=0)

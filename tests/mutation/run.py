@@ -62,20 +62,23 @@ MODULES: dict[str, tuple[str, ...]] = {
                                   "tests/test_demographics.py", "tests/test_mutation_bfw.py"),
     "fairness.bfw_table": ("tests/test_mutation_bfw_table.py", "tests/test_bfw.py",
                            "tests/test_mutation_bfw.py"),
-    "fairness.demographics": ("tests/test_demographics.py",),
+    "fairness.demographics": ("tests/test_mutation_demographics.py",
+                              "tests/test_demographics.py"),
     "mitigation.metrics": ("tests/test_mutation_mitigation.py",
                            "tests/test_mitigation_bootstrap.py", "tests/test_mitigation.py"),
     "mitigation.replicates": ("tests/test_mutation_mitigation.py",
                               "tests/test_mitigation_bootstrap.py"),
-    "mitigation.methods": ("tests/test_mitigation.py", "tests/test_mitigation_auto.py"),
+    "mitigation.methods": ("tests/test_mutation_methods.py", "tests/test_mitigation.py",
+                           "tests/test_mitigation_auto.py"),
     "mitigation.calibrate": ("tests/test_mutation_calibrate.py", "tests/test_mitigation.py",
                              "tests/test_mitigation_reference.py",
                              "tests/test_mitigation_crossfit.py"),
-    "labels.estimators": ("tests/test_estimators.py", "tests/test_estimators_strata.py",
-                          "tests/test_estimator_imports.py"),
+    "labels.estimators": ("tests/test_mutation_estimators.py", "tests/test_estimators.py",
+                          "tests/test_estimators_strata.py", "tests/test_estimator_imports.py"),
     "labels.estimators_stats": ("tests/test_mutation_estimators_stats.py",
                                 "tests/test_estimators.py", "tests/test_estimators_strata.py"),
-    "analysis.cast_filters": ("tests/test_cast_filters_reference.py",
+    "analysis.cast_filters": ("tests/test_mutation_cast_filters.py",
+                              "tests/test_cast_filters_reference.py",
                               "tests/test_cast_float32_and_nan_rows.py",
                               "tests/test_cast_arrays.py"),
     "analysis.filtering": ("tests/test_mutation_filtering.py", "tests/test_analysis_filtering.py",
@@ -164,6 +167,9 @@ def run_module(module: str, jobs: int, resume: bool,
         # mutmut's record of which test reaches which function predates the tests edited
         # since: without it mutmut maps them again, so an edited test reaches its mutants
         (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
+        # mutmut copies tests/ into its tree once and keeps a file it finds there: without
+        # this, an edited test file would run in its old version
+        shutil.rmtree(work / "mutants" / "tests", ignore_errors=True)
     mutmut = Path(sys.executable).parent / "mutmut"
     # mutmut forks a worker per mutant from a process that has imported the tests; torch's
     # OpenMP pool does not survive a fork (the analysis.mining mutants died with SIGSEGV,
