@@ -137,7 +137,7 @@ def test_group_findings_opens_the_simplest_slice_and_joins_the_rest():
     assert p_a < 1e-4 and p_d < 0.002 and p_ab_in_a > 0.05
     out = group_findings(design, cands, unit=0.001, first=0.01)      # fdr 0.05: default
     assert out.reps == [1, 4]
-    assert out.p_beyond == pytest.approx([p_a, p_d], rel=1e-12)
+    assert out.p_beyond == pytest.approx([p_a, p_d], rel=1e-12, abs=0)
     assert out.overlap_max == [0.0, 0.0]
     # A & B' overlaps A by exactly half (the threshold): it joins A untested
     assert out.finding == {0: 1, 1: 1, 2: 1, 3: 1, 4: 2, 5: 1}
@@ -172,7 +172,7 @@ def test_a_conjunction_that_matters_within_its_parent_represents_itself():
     out = group_findings(design, cands, unit=0.001, first=0.01, fdr=0.05)
     assert out.reps == [0] and out.finding == {0: 1, 1: 1} and out.members == {1: [1]}
     p_ab = design.test(design.members(masks[0])).p[0]
-    assert out.p_beyond == pytest.approx([p_ab], rel=1e-12)
+    assert out.p_beyond == pytest.approx([p_ab], rel=1e-12, abs=0)
 
 
 def test_the_defaults_are_the_slices_config_defaults():
@@ -234,7 +234,7 @@ def test_findings_do_not_depend_on_the_order_pairs_are_given_in():
                           first=0.01)
     got = group_findings(shuffled, cands(shuffled, perm), unit=0.001, first=0.01)
     assert got.reps == want.reps == [1, 4] and got.finding == want.finding
-    assert got.p_beyond == pytest.approx(want.p_beyond, rel=1e-9)
+    assert got.p_beyond == pytest.approx(want.p_beyond, rel=1e-9, abs=0)
     assert {k: sorted(v) for k, v in got.members.items()} == \
         {k: sorted(v) for k, v in want.members.items()}
 
