@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-import pytest
 
 from facecast.mitigation.calibrate import beta_fit
 from facecast.mitigation.clusters import (
@@ -333,11 +332,11 @@ def test_parts_are_in_the_order_every_later_one_needs():
                      "probabilities for the KS error"]
 
 
-@pytest.mark.parametrize("seed", [3])
-def test_learned_depends_on_the_calibration_side_only(seed):
+def test_learned_depends_on_the_calibration_side_only():
     """Evaluated labels and partners changed: nothing learned moves (the module's promise,
     for a second seed: the cohort and k-means seeds follow it)."""
     im, ev, cal = _world()
+    seed = 3
     st = _settings(seed=seed)
     a = learn_and_apply(im, ev, cal, st)
     ev2 = Side(ev.ia, ev.ib, ev.score, 1 - ev.label, ev.partners[:, ::-1].copy())
