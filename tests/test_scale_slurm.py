@@ -20,6 +20,7 @@ Needs root (CI has it).
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -54,8 +55,11 @@ def slurm_cluster():
     assert LOCAL_SLURM.is_file(), f"missing {LOCAL_SLURM}"
     was_up = _slurm_up()
     t0 = time.perf_counter()
+    # two job slots per core: the overlay's group jobs run their members one at a time,
+    # and two of them side by side share the cores (profiles/test-slurm)
+    env = dict(os.environ, LOCAL_SLURM_CPUS=str(2 * (os.cpu_count() or 1)))
     proc = subprocess.run([str(LOCAL_SLURM), "start"], capture_output=True, text=True,
-                          timeout=1200)
+                          timeout=1200, env=env)
     assert proc.returncode == 0, (f"local-slurm start failed ({proc.returncode}):\n"
                                   f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     print(f"local SLURM up in {time.perf_counter() - t0:.1f} s")
