@@ -254,6 +254,37 @@ def test_band_edges_are_decided_on_exact_scores():
     assert keep.tolist() == [False, True, True]
 
 
+@pytest.mark.parametrize("dim", [1, 3, 512, 5782])
+def test_exact_scores_in_small_reused_buffers_equal_whole_float64_products(dim, monkeypatch):
+    """Chunks as wide as a 4 MiB float64 buffer allows (5,782-D raw LBP: 90 rows), the two
+    buffers reused: the scores are bit for bit the float64 row products, whatever the
+    chunk, and no buffer grows past its budget."""
+    import torch
+
+    import facecast.analysis.mining_scores as ms
+
+    rng = np.random.default_rng(dim)
+    emb = torch.nn.functional.normalize(torch.as_tensor(rng.normal(size=(300, dim)),
+                                                        dtype=torch.float32), dim=1)
+    a, b = rng.integers(0, 300, 1000), rng.integers(0, 300, 1000)
+    whole = (emb[torch.as_tensor(a)].double() * emb[torch.as_tensor(b)].double()).sum(1).numpy()
+    made = []
+    real_empty = torch.empty
+
+    def spy_empty(shape, **kw):
+        made.append(tuple(shape))
+        return real_empty(shape, **kw)
+
+    monkeypatch.setattr(ms.torch, "empty", spy_empty)
+    for chunk in (8192, 7, 1):
+        made.clear()
+        got = ms.exact_scores(emb, a, b, chunk=chunk)
+        assert got.dtype == np.float64 and np.array_equal(got, whole)
+        rows = min(chunk, ms.EXACT_BUFFER_BYTES // (8 * dim), len(a))
+        assert [s for s in made if len(s) == 2 and s[1] == dim][-2:] == [(rows, dim)] * 2
+    assert ms.exact_scores(emb, a[:0], b[:0]).shape == (0,)
+
+
 def test_large_subsets_are_sampled_by_whole_identities(pool, tmp_path):
     from facecast.analysis.mining import pool_sample
 

@@ -48,22 +48,37 @@ class RowGather:
 
 #: float32 scores this close to a band edge are decided on exact (float64) scores
 EDGE = 1e-4
+#: bytes of each float64 row buffer of :func:`exact_scores`: a chunk of pairs is as many
+#: rows as fit, so wide embeddings (raw LBP: 5,782 dims) take fewer rows per chunk
+EXACT_BUFFER_BYTES = 1 << 22
 
 
 def exact_scores(emb: torch.Tensor, a: np.ndarray, b: np.ndarray, *, chunk: int = 8192,
                  gather: RowGather | None = None) -> np.ndarray:
     """Cosine of rows ``a`` and ``b`` of ``emb`` in float64 (the same on every device).
 
-    Works ``chunk`` pairs at a time, so memory stays bounded for any number of pairs.
+    Works at most ``chunk`` pairs at a time, and no more than fill a 4 MiB float64 buffer
+    (:data:`EXACT_BUFFER_BYTES`); the two buffers are reused across chunks, so memory stays
+    small and bounded for any number of pairs and any width (fresh float64 copies of 8,192
+    raw LBP rows were 380 MB each, and their page faults cost most of a mining job).
     """
     gather = gather or RowGather(emb)
-    out = [np.zeros(0, np.float64)]
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-    for s in range(0, len(a), chunk):
-        ea = gather(torch.as_tensor(a[s:s + chunk], device=emb.device), "a")
-        eb = gather(torch.as_tensor(b[s:s + chunk], device=emb.device), "b")
-        out.append((ea.double() * eb.double()).sum(1).cpu().numpy())
-    return np.concatenate(out)
+    out = np.zeros(len(a), np.float64)
+    dim = max(int(emb.shape[1]), 1)
+    rows = max(1, min(int(chunk), EXACT_BUFFER_BYTES // (8 * dim)))
+    buffers: list[torch.Tensor] = []
+    for s in range(0, len(a), rows):
+        ea = gather(torch.as_tensor(a[s:s + rows], device=emb.device), "a")
+        eb = gather(torch.as_tensor(b[s:s + rows], device=emb.device), "b")
+        if not buffers:
+            buffers = [torch.empty((min(rows, len(a)), emb.shape[1]), dtype=torch.float64,
+                                   device=emb.device) for _ in range(2)]
+        xa, xb = buffers[0][:len(ea)], buffers[1][:len(eb)]
+        xa.copy_(ea)
+        xb.copy_(eb)
+        out[s:s + len(ea)] = xa.mul_(xb).sum(1).cpu().numpy()
+    return out
 
 
 def settle_band(emb: torch.Tensor, a: np.ndarray, b: np.ndarray, s: np.ndarray, lo: float,
