@@ -224,3 +224,53 @@ def test_one_component_model_samples_no_weights():
     basis = build_basis(np.linspace(0, 1, 50)[:, None], 4, 1.0)
     w, _, _ = ClassFit(1, basis, 0.0, 1.0, draws).mixture_at(np.array([[0.2], [0.9]]))
     assert np.all(w == 1.0)
+
+
+@pytest.mark.parametrize("where", ["score", "covariate"])
+def test_a_non_finite_pair_stops_the_fit_naming_the_count(where):
+    """The fit runs without Pyro's argument checks (a fifth of every SVI step): a NaN or an
+    infinity would otherwise turn the ELBO into NaN silently, so the fit refuses it."""
+    from facecast.covariates.infer import fit_class
+
+    x = np.linspace(0, 1, 40)[:, None]
+    y = np.sin(x[:, 0])
+    if where == "score":
+        y[[3, 7]] = [np.nan, np.inf]
+    else:
+        x = x.copy()
+        x[[3, 7], 0] = np.nan
+    basis = build_basis(np.linspace(0, 1, 40)[:, None], 3, 1.0)
+    with pytest.raises(ValueError, match=r"covariate fit match: 2 of 40 pairs have a "
+                                         r"non-finite score or covariate"):
+        fit_class(x, y, n_components=1, basis=basis, cfg={"steps": 5}, seed=0, label="match")
+
+
+def test_fits_run_without_argument_checks_and_restore_them(monkeypatch):
+    """Same draws with the checks off as with them on; Pyro's global setting is back
+    afterwards."""
+    import pyro
+    from pyro.infer.util import is_validation_enabled
+
+    from facecast.covariates.infer import fit_class
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, (60, 1))
+    y = 1.0 - x[:, 0] + rng.normal(0, 0.3, 60)
+    basis = build_basis(x, 3, 1.0)
+    cfg = {"steps": 30, "draws": 5, "batch_size": 60}
+    seen = []
+    real = pyro.validation_enabled
+
+    def spy(flag):
+        seen.append(flag)
+        return real(flag)
+
+    monkeypatch.setattr(pyro, "validation_enabled", spy)
+    before = is_validation_enabled()
+    fast, _ = fit_class(x, y, n_components=1, basis=basis, cfg=cfg, seed=3)
+    assert seen == [False] and is_validation_enabled() == before
+    monkeypatch.setattr(pyro, "validation_enabled", lambda flag: real(True))
+    checked, _ = fit_class(x, y, n_components=1, basis=basis, cfg=cfg, seed=3)
+    for site in fast.draws:
+        np.testing.assert_array_equal(fast.draws[site], checked.draws[site])
+    assert fast.draws["mu_coef"].std() > 0
