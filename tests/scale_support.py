@@ -49,8 +49,10 @@ def scale_config() -> dict:
     models, EDC and quality bias, cross-group matrices, 1:N, slices, compare, mitigation);
     what is cut is size: two small embedders, the weight-free attribute scorer only, Pearson only, 10
     bootstrap replicates per stage, and 100 SVI steps per covariate fit (the fits say they have not
-    settled; these runs prove the same bytes, not the statistics). 16 x 5 images give the
-    fairness protocol 160 genuine pairs, above ``covariates.min_pairs``.
+    settled; these runs prove the same bytes, not the statistics), and the per-model stages
+    that need one model only (demographics, 1:N, quality, slices, mitigation) run for dlib.
+    16 x 5 images give the fairness protocol 160 genuine pairs, above
+    ``covariates.min_pairs``. 47 jobs (the SLURM test submits 42 of them, as 22 SLURM jobs).
     """
     # two benchmarks: a mined one (random) and the fairness protocol (fair_pool); a
     # filtered benchmark is the same jobs again (the demo-run tests cover filters)
@@ -71,6 +73,11 @@ def scale_config() -> dict:
         if "n_boot" in cfg.get(section, {}):
             cfg[section]["n_boot"] = 10
     cfg["covariates"]["steps"] = 100
+    # one model per stage that runs per model, where a second model adds only the same
+    # jobs again: the evaluations (compare), mitigation's fusion partner and the fairness
+    # leaderboard's baseline read lbp, so those keep both
+    for stage in ("demographics", "identification", "quality", "slices", "mitigation"):
+        cfg[stage] = {**cfg.get(stage, {}), "models": ["dlib"]}
     for stage in ("audit", "features", "describe", "covariates", "quality", "demographics",
                   "identification", "slices", "compare", "mitigation"):
         if stage in cfg:
@@ -132,6 +139,25 @@ def result_files(workdir: Path) -> list[Path]:
         if p.is_file() and not (set(rel.parts[1:-1]) & SKIP_DIRS):
             out.append(rel)
     return out
+
+
+def byte_differences(first: Path, second: Path) -> tuple[list[str], list[str]]:
+    """``(compared, problems)`` of two runs' outputs, file by file and byte by byte.
+
+    ``compared`` names every file under ``first``'s results/ (run records - ``logs/``,
+    ``runtime/`` - and hidden files left out: the leftovers of killed atomic writes, which
+    no stage reads); ``problems`` lists each file that differs or is in one run only.
+    """
+    def files(workdir: Path) -> dict[str, Path]:
+        return {rel.as_posix(): workdir / "results" / rel for rel in result_files(workdir)
+                if not any(part.startswith(".") for part in rel.parts)}
+
+    a, b = files(first), files(second)
+    problems = [f"only in the first run: {k}" for k in sorted(set(a) - set(b))]
+    problems += [f"only in the second run: {k}" for k in sorted(set(b) - set(a))]
+    problems += [f"differs: {k}" for k in sorted(set(a) & set(b))
+                 if a[k].read_bytes() != b[k].read_bytes()]
+    return sorted(a), problems
 
 
 def temp_leftovers(workdir: Path) -> list[Path]:
