@@ -7,8 +7,8 @@ every stage on, a fraction of the demo's images): the uninterrupted local refere
 (:func:`scale_support.reference_run`) and the SLURM run of tests/test_scale_slurm.py,
 which must match it byte for byte in every file. This file proves the second claim, on a
 copy of that finished reference run: everything from C11 mining on (both benchmarks'
-pairs, every evaluation and every stage that reads one: 21 jobs) runs again
-(``--forcerun mine_pairs``), SIGKILLed mid-stage (its whole process tree, as a node
+pairs, every evaluation and every stage that reads one: 19 jobs) has its outputs
+deleted and runs again, SIGKILLed mid-stage (its whole process tree, as a node
 failure or ``scancel`` would), then resumed with ``snakemake --rerun-incomplete``.
 Checked:
 
@@ -32,6 +32,7 @@ one process pair.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -91,12 +92,37 @@ def test_files_that_record_their_own_name_are_byte_identical(tmp_path: Path) -> 
     assert not (tmp_path / "1" / ".tmp").exists()  # temp folders removed
 
 
+def remove_outputs_from(workdir: Path, rule: str) -> list[str]:
+    """Delete the outputs of every job of ``rule`` and downstream of it (the jobs a dry run
+    with ``--forcerun rule`` lists); returns those jobs as ``rule:wildcards``.
+
+    Deleted, not forced: Snakemake does not rerun a job whose inputs were rewritten with
+    the same contents (it compares checksums of small files), so a forced rerun killed
+    before it removed a job's outputs can leave the resume nothing to do.
+    """
+    dry = run(snakemake_cmd(workdir, "-n", "--forcerun", rule, config=scale_config()))
+    jobs, outputs = [], []
+    for block in re.split(r"\n(?=\s*(?:local)?(?:rule|checkpoint) \w+:)", dry.stdout):
+        name = re.match(r"\s*(?:local)?(?:rule|checkpoint) (\w+):", block)
+        out = re.search(r"^\s*output: (.*)$", block, re.M)
+        if name and out and name.group(1) != "all":
+            jobs.append(name.group(1))
+            outputs += [workdir / p.strip() for p in out.group(1).split(", ")]
+    for path in outputs:
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    return jobs
+
+
 def test_a_killed_and_resumed_run_gives_byte_identical_files(tmp_path_factory) -> None:
     first = reference_run(tmp_path_factory)
     second = copy_workdir(first, tmp_path_factory.mktemp("killed") / "second")
+    removed = remove_outputs_from(second, RERUN_FROM)
+    assert len(removed) == 19, removed
     before = {p: p.stat().st_mtime_ns for p in (second / "results").rglob("*.parquet")}
-    when = start_and_kill(second, snakemake_cmd(second, "--forcerun", RERUN_FROM,
-                                                config=scale_config()))
+    when = start_and_kill(second, snakemake_cmd(second, config=scale_config()))
     print(f"killed {when}")
 
     # Right after the kill: every Parquet under its real name is complete (a write in
