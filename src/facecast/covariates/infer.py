@@ -87,12 +87,13 @@ def fit_class(x: np.ndarray, y: np.ndarray, *, n_components: int, basis: RBFBasi
     """Fit one class's mixture to scores ``y`` (n,) at covariates ``x`` (n, d).
 
     Pyro's and torch's distribution argument checks are off during the fit (they cost
-    about a fifth of every SVI step and change no number); the one thing they would
+    10-20 % of every SVI step and change no number); the one thing they would
     catch on our inputs, a non-finite score or covariate, is refused here instead.
     """
     cfg = {**INFER_DEFAULTS, **cfg}
     y = np.asarray(y, float)
-    bad = ~np.isfinite(y) | ~np.isfinite(np.asarray(x, float)).reshape(len(y), -1).all(axis=1)
+    xv = np.asarray(x, float)
+    bad = ~np.isfinite(y) | ~np.isfinite(xv).all(axis=tuple(range(1, xv.ndim)))
     if bad.any():
         raise ValueError(f"covariate fit {label or ''}: {int(bad.sum())} of {len(y)} pairs have "
                          "a non-finite score or covariate (drop them before fitting)")
