@@ -94,7 +94,7 @@ def test_files_that_record_their_own_name_are_byte_identical(tmp_path: Path) -> 
 
 def remove_outputs_from(workdir: Path, rule: str) -> list[str]:
     """Delete the outputs of every job of ``rule`` and downstream of it (the jobs a dry run
-    with ``--forcerun rule`` lists); returns those jobs as ``rule:wildcards``.
+    with ``--forcerun rule`` lists); returns their rule names, one per job.
 
     Deleted, not forced: Snakemake does not rerun a job whose inputs were rewritten with
     the same contents (it compares checksums of small files), so a forced rerun killed
