@@ -12,7 +12,7 @@ profiles/test-slurm`` and checks that
   jobs in one SLURM job, as the profiles' ``groups`` ask);
 - the same jobs ran as in an uninterrupted local run (the scale tests' shared reference
   run), and every output file is byte-identical to that run's: Parquet (data and
-  provenance), PNG, SVG, PDF, Markdown, HTML, CSV, TSV, text, lists and JSON. Only run
+  provenance), PNG, SVG, Markdown, HTML, CSV, TSV, text, lists, JSON and JPEG crops. Only run
   records are left out (``logs/`` and the ``runtime/`` benchmark timings differ by
   nature). Two runs from scratch, in two folders, on two executors: this is the suite's
   proof of issue 16.11's first claim, that the same config gives the same bytes in every
