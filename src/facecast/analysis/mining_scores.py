@@ -67,14 +67,12 @@ def exact_scores(emb: torch.Tensor, a: np.ndarray, b: np.ndarray, *, chunk: int 
     out = np.zeros(len(a), np.float64)
     dim = max(int(emb.shape[1]), 1)
     rows = max(1, min(int(chunk), EXACT_BUFFER_BYTES // (8 * dim)))
-    buffers: list[torch.Tensor] = []
+    buf_a, buf_b = (torch.empty((min(rows, len(a)), emb.shape[1]), dtype=torch.float64,
+                                device=emb.device) for _ in range(2))
     for s in range(0, len(a), rows):
         ea = gather(torch.as_tensor(a[s:s + rows], device=emb.device), "a")
         eb = gather(torch.as_tensor(b[s:s + rows], device=emb.device), "b")
-        if not buffers:
-            buffers = [torch.empty((min(rows, len(a)), emb.shape[1]), dtype=torch.float64,
-                                   device=emb.device) for _ in range(2)]
-        xa, xb = buffers[0][:len(ea)], buffers[1][:len(eb)]
+        xa, xb = buf_a[:len(ea)], buf_b[:len(eb)]
         xa.copy_(ea)
         xb.copy_(eb)
         out[s:s + len(ea)] = xa.mul_(xb).sum(1).cpu().numpy()
