@@ -51,6 +51,8 @@ from scale_support import (
 
 #: the rules run again, killed and resumed: C11 mining and everything downstream of it
 RERUN_FROM = "mine_pairs"
+#: a job's first line in Snakemake's output (its rule in group 1)
+JOB_HEADER = re.compile(r"^\s*(?:local)?(?:rule|checkpoint) (\w+):\s*$", re.M)
 
 
 _FIGURE = """
@@ -101,12 +103,13 @@ def remove_outputs_from(workdir: Path, rule: str) -> list[str]:
     before it removed a job's outputs can leave the resume nothing to do.
     """
     dry = run(snakemake_cmd(workdir, "-n", "--forcerun", rule, config=scale_config()))
+    heads = list(JOB_HEADER.finditer(dry.stdout))
     jobs, outputs = [], []
-    for block in re.split(r"\n(?=\s*(?:local)?(?:rule|checkpoint) \w+:)", dry.stdout):
-        name = re.match(r"\s*(?:local)?(?:rule|checkpoint) (\w+):", block)
+    for head, nxt in zip(heads, heads[1:] + [None], strict=True):
+        block = dry.stdout[head.end():nxt.start() if nxt else None]
         out = re.search(r"^\s*output: (.*)$", block, re.M)
-        if name and out and name.group(1) != "all":
-            jobs.append(name.group(1))
+        if out and head.group(1) != "all":
+            jobs.append(head.group(1))
             outputs += [workdir / p.strip() for p in out.group(1).split(", ")]
     for path in outputs:
         if path.is_dir():
@@ -148,7 +151,7 @@ def test_a_killed_and_resumed_run_gives_byte_identical_files(tmp_path_factory) -
     assert "Finished jobid" in log, "nothing left to do"
     # the resume ran what the kill left undone, down to the last stages
     assert {"evaluate_summary", "fairness_leaderboard", "compare"} <= set(
-        re.findall(r"^\s*(?:local)?rule (\w+):", log, re.M)), log[-3000:]
+        JOB_HEADER.findall(log)), log[-3000:]
 
     compared, problems = byte_differences(first, second)
     suffixes = {Path(name).suffix for name in compared}
