@@ -1,9 +1,10 @@
 """Rule benchmark_subset: CAST filters -> subset.parquet + description.txt."""
 
-from facecast.analysis.stage import build_benchmark_subset
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.analysis.stage import build_benchmark_subset
+
     report = build_benchmark_subset(snakemake.input.attributes, snakemake.params.filters,
                                     snakemake.output.subset, snakemake.output.description,
                                     bench=ctx.wildcards["bench"],

@@ -1,10 +1,11 @@
 """Rules attributes_score (one scorer over one faces shard) and attributes_ofiq (the ofiq
 scorer, writing its dlib fit as the landmark shard too)."""
 
-from facecast.attributes.stage import head_weights, score_shard
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.attributes.stage import head_weights, score_shard
+
     embed = {k.removeprefix("embed_"): v for k, v in snakemake.input.items()
              if k.startswith("embed_")}
     scorer = snakemake.params.get("scorer") or snakemake.wildcards.scorer  # attributes_ofiq: ofiq

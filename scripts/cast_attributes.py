@@ -1,8 +1,9 @@
 """Rule cast_attributes: a cast_arrays dataset's arrays -> results/{ds}/attributes.parquet."""
 
-from facecast.attributes.stage import write_cast_attributes
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.attributes.stage import write_cast_attributes
+
     write_cast_attributes(ctx.dataset(), snakemake.input.manifest, snakemake.output[0],
                           provenance=ctx.provenance)

@@ -2,10 +2,11 @@
 
 from pathlib import Path
 
-from facecast.compare.stage import run_compare
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.compare.stage import run_compare
+
     scores: dict = {}
     for key, path in zip(snakemake.params.names, snakemake.input, strict=True):
         bench, model = key.split("/", 1)

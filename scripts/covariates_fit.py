@@ -2,10 +2,11 @@
 
 from pathlib import Path
 
-from facecast.covariates.stage import run_covariates
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.covariates.stage import run_covariates
+
     fit = run_covariates(
         snakemake.input.scores,
         snakemake.input.attributes,

@@ -2,10 +2,11 @@
 
 from pathlib import Path
 
-from facecast.fairness.stage import run_demographics
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.fairness.stage import run_demographics
+
     summary = run_demographics(
         snakemake.input.scores,
         snakemake.input.attributes,

@@ -1,9 +1,10 @@
 """Rule embed: embed one faces shard with one model."""
 
-from facecast.embed.stage import embed_shard
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.embed.stage import embed_shard
+
     embed_shard(
         snakemake.input.faces,
         snakemake.output.embeddings,

@@ -1,10 +1,11 @@
 """Rule embed_fit: fit a fitted backend's per-dataset transform (LBP PCA whitening)."""
 
-from facecast.embed.stage import fit_model
-from facecast.io.shard_index import shard_files
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.embed.stage import fit_model
+    from facecast.io.shard_index import shard_files
+
     fit_model(
         snakemake.input.manifest,
         shard_files(snakemake.input.faces),

@@ -2,12 +2,13 @@
 
 from pathlib import Path
 
-from facecast.datasets.stage import dataset_root
-from facecast.fairness.stage import run_fairness
-from facecast.io.shard_index import shard_files
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.datasets.stage import dataset_root
+    from facecast.fairness.stage import run_fairness
+    from facecast.io.shard_index import shard_files
+
     ds = ctx.wildcards["ds"]
     summary = run_fairness(
         snakemake.input.scores,

@@ -1,9 +1,10 @@
 """Rule fairness_import: scores in the challenge CSV format -> evaluation-layout Parquet."""
 
-from facecast.fairness.stage import import_scores
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.fairness.stage import import_scores
+
     scored = import_scores(
         snakemake.input.predictions,
         snakemake.input.pairs,

@@ -2,10 +2,11 @@
 
 from pathlib import Path
 
-from facecast.fairness.stage import run_leaderboard
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.fairness.stage import run_leaderboard
+
     board = run_leaderboard(
         list(snakemake.input.summaries),
         list(snakemake.input.groups),

@@ -2,11 +2,12 @@
 
 from pathlib import Path
 
-from facecast.identification.stage import run_identification
-from facecast.io.shard_index import shard_files
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.identification.stage import run_identification
+    from facecast.io.shard_index import shard_files
+
     summary = run_identification(
         snakemake.input.pool,
         shard_files(snakemake.input.embeddings),

@@ -1,10 +1,11 @@
 """Rule audit: the label audit of one dataset (facecast.labels.stage.run_audit)."""
 
-from facecast.io.shard_index import shard_files
-from facecast.labels.stage import run_audit
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.io.shard_index import shard_files
+    from facecast.labels.stage import run_audit
+
     run_audit(
         snakemake.input.attributes,
         snakemake.params.out_dir,

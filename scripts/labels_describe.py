@@ -1,9 +1,10 @@
 """Rule describe: template face descriptions and their rater-free evaluation."""
 
-from facecast.labels.stage import run_describe
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.labels.stage import run_describe
+
     run_describe(
         snakemake.input.attributes,
         snakemake.params.out_dir,

@@ -2,10 +2,11 @@
 
 from pathlib import Path
 
-from facecast.datasets.stage import build_manifest
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.datasets.stage import build_manifest
+
     out = Path(snakemake.output.manifest)
     manifest = build_manifest(snakemake.params.spec, out.parent / "dataset", out,
                               provenance=ctx.provenance)

@@ -6,11 +6,12 @@ which re-run this file's top level (see :mod:`facecast.parallel`).
 
 from pathlib import Path
 
-from facecast.mitigation.stage import run_mitigation
 from facecast.workflow_glue import script_context
 
 if __name__ == "__main__":
     with script_context(snakemake) as ctx:
+        from facecast.mitigation.stage import run_mitigation
+
         inputs = {k: v for k, v in snakemake.input.items()}
         source = snakemake.params.source
         table = run_mitigation(

@@ -3,10 +3,11 @@ protocol."""
 
 from pathlib import Path
 
-from facecast.quality.stage import run_bias
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.quality.stage import run_bias
+
     bias = run_bias(
         snakemake.input.scores,
         snakemake.input.attributes,

@@ -2,10 +2,11 @@
 
 from pathlib import Path
 
-from facecast.quality.stage import run_edc
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.quality.stage import run_edc
+
     ranking = run_edc(
         snakemake.input.scores,
         snakemake.input.attributes,

@@ -2,11 +2,12 @@
 
 from pathlib import Path
 
-from facecast.io.shard_index import shard_files
-from facecast.slices.stage import run_slices
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.io.shard_index import shard_files
+    from facecast.slices.stage import run_slices
+
     run_slices(
         snakemake.input.scores,
         snakemake.input.attributes,

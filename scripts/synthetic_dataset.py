@@ -6,11 +6,12 @@ file's top level (see :mod:`facecast.parallel`).
 
 from pathlib import Path
 
-from facecast.datasets.stage import DEMO_LABEL_NOISE, generate_dataset
 from facecast.workflow_glue import script_context
 
 if __name__ == "__main__":
     with script_context(snakemake) as ctx:
+        from facecast.datasets.stage import DEMO_LABEL_NOISE, generate_dataset
+
         options = {k: v for k, v in snakemake.params.synthetic.items() if k != "seed"}
         options.setdefault("label_noise", DEMO_LABEL_NOISE)  # issue 14: planted annotation noise
         generate_dataset(

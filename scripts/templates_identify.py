@@ -2,10 +2,11 @@
 
 from pathlib import Path
 
-from facecast.templates.stage import run_template_identification
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.templates.stage import run_template_identification
+
     run_template_identification(
         snakemake.input.templates,
         {role: snakemake.input[role] for role in ("G1", "G2", "probe")},

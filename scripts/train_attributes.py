@@ -1,10 +1,11 @@
 """Rule attribute_model: train the multi-label ResNet-18 head on the manifest's labels."""
 
-from facecast.attributes.stage import train_model
-from facecast.io.shard_index import shard_files
 from facecast.workflow_glue import script_context
 
 with script_context(snakemake) as ctx:
+    from facecast.attributes.stage import train_model
+    from facecast.io.shard_index import shard_files
+
     train_model(
         snakemake.input.manifest, shard_files(snakemake.input.faces), snakemake.output.checkpoint,
         snakemake.output.evaluation, snakemake.output.report, snakemake.params.cfg,

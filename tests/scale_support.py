@@ -173,6 +173,24 @@ def session_pids(sid: int) -> list[int]:
     return [int(p) for p, s in (ln.split() for ln in out.stdout.splitlines()) if int(s) == sid]
 
 
+def processes_in(work: Path) -> list[int]:
+    """Live processes whose working directory lies in ``work``: the run's jobs, including
+    those the job server forked (they are in the server's session, not the run's)."""
+    root = os.path.realpath(work)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+            state = (entry / "stat").read_text().rsplit(") ", 1)[1][0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and (cwd == root or cwd.startswith(root + os.sep)):
+            found.append(int(entry.name))
+    return found
+
+
 def start_and_kill(work: Path, cmd: list[str], timeout: float = 900) -> str:
     """Start Snakemake ``cmd`` in its own session and SIGKILL the whole process group
     mid-stage: once two jobs have finished and another is running (at the first moment a
@@ -195,8 +213,9 @@ def start_and_kill(work: Path, cmd: list[str], timeout: float = 900) -> str:
         finished = text.count("Finished jobid")
         started = len(re.findall(r"^\s+jobid: \d+\s*$", text, re.M))
         if finished >= 2 and started > finished:
-            if temp_leftovers(work):
-                when = f"while writing {temp_leftovers(work)[0].name}"
+            writing = temp_leftovers(work)  # once: a write may end between two looks
+            if writing:
+                when = f"while writing {writing[0].name}"
             elif running_since is None:
                 running_since = time.monotonic()
             elif time.monotonic() - running_since > 1.0:
@@ -210,10 +229,11 @@ def start_and_kill(work: Path, cmd: list[str], timeout: float = 900) -> str:
         os.killpg(proc.pid, signal.SIGKILL)
         raise AssertionError("no job ever ran to interrupt:\n" + log_path.read_text()[-3000:])
     for _ in range(50):  # SIGKILL is asynchronous; give the kernel a moment
-        if not session_pids(proc.pid):
+        if not session_pids(proc.pid) and not processes_in(work):
             break
         time.sleep(0.1)
     assert not session_pids(proc.pid), "processes survived the kill"
+    assert not processes_in(work), "jobs of the job server survived the kill"
     return when
 
 

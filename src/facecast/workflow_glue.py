@@ -59,8 +59,15 @@ def script_context(smk: Any) -> Iterator[ScriptContext]:
     """Run a rule script body with logging to ``smk.log[0]`` and provenance set up.
 
     Exceptions are logged with their traceback (so the log says why a job failed) and
-    re-raised so Snakemake marks the job failed.
+    re-raised so Snakemake marks the job failed. Where a warm job server takes the job
+    (:mod:`facecast.job_server.client`), this process only waits for it: the body runs in
+    the server's fork, and this raises ``SystemExit`` with the job's exit status.
     """
+    from facecast.job_server.client import run_in_server
+
+    status = run_in_server()
+    if status is not None:
+        raise SystemExit(status)
     log_path = smk.log[0] if len(smk.log) else None
     stream = open(log_path, "a", buffering=1) if log_path else sys.stderr  # noqa: SIM115
     old_out, old_err = sys.stdout, sys.stderr
