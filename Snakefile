@@ -36,6 +36,13 @@ from facecast.config.check import check_config
 
 check_config(config)
 
+# Rule scripts' jobs run as forks of a warm job server on a workstation (off in SLURM
+# jobs and with FACECAST_JOB_SERVER=0); this makes the `benchmark:` records follow them
+# (facecast.job_server, docs/usage.md "The job server").
+from facecast.job_server.benchmarks import follow_served_jobs
+
+follow_served_jobs()
+
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/ingest.smk"

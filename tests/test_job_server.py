@@ -95,8 +95,8 @@ def make_script(work: Path, name: str, body: str, threads: int = 2) -> Path:
 def job_env(jobs_dir: Path, **extra: str) -> dict[str, str]:
     """The environment Snakemake gives a job with 2 threads, pointed at ``jobs_dir``
     (whose server exits after 3 s without a job)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("SLURM_JOB_ID",
-                                                            client.SWITCH_VAR)}
+    env = {k: v for k, v in os.environ.items()
+           if k not in (*client.BATCH_VARS, client.SWITCH_VAR, client.FOLLOW_VAR)}
     env.update({var: "2" for var in client.THREAD_VARS})
     env.update({client.DIR_VAR: str(jobs_dir), client.IDLE_VAR: "3"})
     env.update(extra)
@@ -261,7 +261,8 @@ def test_only_rule_scripts_on_linux_outside_slurm_are_handed_on(tmp_path):
     rule_script = str(tmp_path / ".snakemake" / "scripts" / "tmpab12.faces.py")
     assert client.wanted(rule_script, {})
     assert not client.wanted(rule_script, {client.SWITCH_VAR: "off"})
-    assert not client.wanted(rule_script, {"SLURM_JOB_ID": "3"})
+    for var in client.BATCH_VARS:
+        assert not client.wanted(rule_script, {var: "3"})
     assert not client.wanted(str(tmp_path / "scripts" / "faces.py"), {})
     assert not client.wanted(None, {})
 
@@ -332,3 +333,54 @@ def test_rule_scripts_import_their_stage_inside_the_context():
                 heavy[script.name] = top
     assert len(list((REPO / "scripts").glob("*.py"))) >= 50
     assert heavy == {}
+
+
+BENCH_SNAKEFILE = """
+{follow}
+rule busy:
+    output: "served.txt"
+    benchmark: "busy.tsv"
+    log: "busy.log"
+    script: "busy.py"
+"""
+
+BENCH_SCRIPT = """
+import time
+import numpy as np
+from facecast.workflow_glue import script_context
+
+with script_context(snakemake) as ctx:
+    from facecast.job_server import client
+
+    end = time.process_time() + 2.0
+    while time.process_time() < end:  # 2 CPU-seconds
+        pass
+    held = np.ones(300 * 2**20 // 8)  # 300 MB the job alone holds, for 2.5 s
+    time.sleep(2.5)
+    open(snakemake.output[0], "w").write(str(client.IN_SERVER_JOB))
+"""
+
+
+@pytest.mark.parametrize("follow", [True, False])
+def test_benchmark_records_measure_the_served_job(tmp_path, shared, follow):
+    """With the Snakefile's follow_served_jobs() the job runs in the server and its
+    benchmark TSV counts the job's CPU and memory; without it, a job with a benchmark
+    runs in its own process (measured as ever)."""
+    import pandas as pd
+
+    work = tmp_path / "work"
+    work.mkdir()
+    line = ("from facecast.job_server.benchmarks import follow_served_jobs\n"
+            "follow_served_jobs()") if follow else ""
+    (work / "Snakefile").write_text(BENCH_SNAKEFILE.format(follow=line))
+    (work / "busy.py").write_text(BENCH_SCRIPT)
+    env = job_env(shared[1])
+    run = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "-d", str(work),
+                          "-s", str(work / "Snakefile")], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (work / "served.txt").read_text() == str(follow)
+    record = pd.read_csv(work / "busy.tsv", sep="\t").iloc[0]
+    assert record["s"] >= 4.5
+    assert record["cpu_time"] >= 1.8  # the job's 2 CPU-s, not the waiting process's 0.1
+    assert record["max_uss"] >= 300  # MB: the job's own 300 MB array

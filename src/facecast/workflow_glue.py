@@ -65,7 +65,7 @@ def script_context(smk: Any) -> Iterator[ScriptContext]:
     """
     from facecast.job_server.client import run_in_server
 
-    status = run_in_server()
+    status = run_in_server(benchmarked=getattr(smk, "bench_iteration", None) is not None)
     if status is not None:
         raise SystemExit(status)
     log_path = smk.log[0] if len(smk.log) else None

@@ -13,7 +13,8 @@ Signals sent to the script's process reach the job; a script process that dies (
 run) takes its job with it; a job whose server dies fails.
 
 Off (every job in its own fresh process, as Snakemake alone would run it) where
-``FACECAST_JOB_SERVER=0``, inside a SLURM job (each job is its own allocation there),
+``FACECAST_JOB_SERVER=0``, inside a SLURM (PBS, LSF, Flux) job or a container (each
+job is its own allocation there: a server would live in one job's),
 off Linux, outside a Snakemake rule script, and whenever no server answers: the first
 job of a run starts one in the background and runs in its own process, so a server never
 delays a job. The server lives in ``$FACECAST_JOB_SERVER_DIR`` (default
@@ -46,6 +47,14 @@ IDLE_VAR = "FACECAST_JOB_SERVER_IDLE"
 #: one thread when it forks
 THREAD_VARS = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+#: set inside a batch-scheduler job or a container: a server started there would live in
+#: that one job's allocation (and die with it), so each job runs in its own process
+BATCH_VARS = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID",
+              "APPTAINER_CONTAINER", "SINGULARITY_CONTAINER")
+#: "1" where Snakemake's benchmark sampler follows served jobs (set in the Snakemake
+#: process by :func:`facecast.job_server.benchmarks.follow_served_jobs`); without it a
+#: job with a ``benchmark:`` runs in its own process, so its runtime record measures it
+FOLLOW_VAR = "FACECAST_JOB_SERVER_BENCHMARKS"
 #: seconds the script waits for the server to take its job before running it itself
 ACCEPT_SECONDS = 60.0
 #: longest socket path a Unix socket takes (108 bytes with the terminating NUL on Linux)
@@ -59,15 +68,15 @@ def wanted(main_file: str | None, environ: dict[str, str] | None = None) -> bool
     """Whether the job of the script ``main_file`` may go to a job server.
 
     Only a Snakemake rule script (a file Snakemake wrote under ``.snakemake/scripts/``),
-    on Linux, outside SLURM, with :data:`SWITCH_VAR` not off, and not a job already
-    running inside the server.
+    on Linux, outside a batch job or container (:data:`BATCH_VARS`), with
+    :data:`SWITCH_VAR` not off, and not a job already running inside the server.
     """
     env = os.environ if environ is None else environ
     if IN_SERVER_JOB or not sys.platform.startswith("linux") or not main_file:
         return False
     if env.get(SWITCH_VAR, "1").strip().lower() in {"0", "off", "false", "no"}:
         return False
-    if "SLURM_JOB_ID" in env:
+    if any(var in env for var in BATCH_VARS):
         return False
     parent = Path(main_file).parent
     return parent.name == "scripts" and parent.parent.name == ".snakemake"
@@ -154,7 +163,7 @@ def start_server(path: Path) -> None:
         os.close(lock)
     env = dict(os.environ, PYTHONUNBUFFERED="1", **{var: "1" for var in THREAD_VARS})
     env.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")  # pyarrow's thread
-    with open(path.with_suffix(".log"), "ab") as log:
+    with open(path.with_suffix(".log"), "wb") as log:  # this server's log only
         subprocess.Popen([sys.executable, "-m", "facecast.job_server.server", os.fspath(path)],
                          stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
                          env=env, close_fds=True, start_new_session=True)
@@ -169,10 +178,25 @@ def _read_line(stream) -> str | None:
     return line.decode().strip() if line else None
 
 
-def run_job(sock: socket.socket, main_file: str) -> int | None:
+def served_job_record(folder: Path, caller: int) -> Path:
+    """Where the caller process ``caller`` notes the pid of the job the server runs for
+    it, while it runs (read by :mod:`facecast.job_server.benchmarks`)."""
+    return folder / "jobs" / str(caller)
+
+
+def _note_job(record: Path, job: int) -> None:
+    with contextlib.suppress(OSError):
+        record.parent.mkdir(mode=0o700, exist_ok=True)
+        staging = record.with_name(f".{record.name}")
+        staging.write_text(str(job))
+        os.replace(staging, record)
+
+
+def run_job(sock: socket.socket, main_file: str, folder: Path) -> int | None:
     """Send the job over ``sock`` and wait for its exit status (128 + N for a job ended
     by signal N). None when the server did not take the job (run it here instead);
-    signals this process gets meanwhile go to the job's process group."""
+    signals this process gets meanwhile go to the job's process group, and the job's pid
+    is noted in ``folder`` (:func:`served_job_record`) while it runs."""
     try:
         socket.send_fds(sock, [encode_request(main_file)], [0, 1, 2])
         sock.settimeout(ACCEPT_SECONDS)
@@ -184,6 +208,8 @@ def run_job(sock: socket.socket, main_file: str) -> int | None:
         return None
     job = int(started.split()[1])
     sock.settimeout(None)
+    record = served_job_record(folder, os.getpid())
+    _note_job(record, job)
 
     def forward(signum, _frame):
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -196,6 +222,8 @@ def run_job(sock: socket.socket, main_file: str) -> int | None:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        with contextlib.suppress(OSError):
+            record.unlink()
     if not ended or not ended.startswith("X "):
         print(f"facecast job server: lost job {job} (the server ended)", file=sys.stderr)
         return 1
@@ -203,13 +231,16 @@ def run_job(sock: socket.socket, main_file: str) -> int | None:
     return status if status >= 0 else 128 - status
 
 
-def run_in_server() -> int | None:
+def run_in_server(benchmarked: bool = False) -> int | None:
     """Run this rule script's job in the job server; its exit status, or None where the
-    job is to run in this process (server off, absent, busy starting, or refusing)."""
+    job is to run in this process (server off, absent, busy starting, or refusing; a
+    ``benchmarked`` job whose Snakemake does not follow served jobs)."""
     # the file Snakemake runs (its preamble, then the rule script): sys.argv[0]; the
     # preamble points __main__.__file__ at the rule script itself
     main_file = sys.argv[0] if sys.argv else None
     if not wanted(main_file):
+        return None
+    if benchmarked and os.environ.get(FOLLOW_VAR) != "1":
         return None
     try:
         path = socket_path()
@@ -223,4 +254,4 @@ def run_in_server() -> int | None:
             start_server(path)
         return None
     with sock:
-        return run_job(sock, main_file)
+        return run_job(sock, main_file, path.parent)

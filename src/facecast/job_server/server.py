@@ -189,18 +189,30 @@ class Server:
 
     def accept(self) -> JobRequest | None:
         """Take one caller's job: fork it, answer ``S <pid>``; the request in the fork."""
-        conn, _ = self.listener.accept()
+        try:
+            conn, _ = self.listener.accept()
+        except OSError as exc:  # out of file descriptors, a caller gone: not fatal here
+            print(f"job server: accept failed: {exc}")
+            return None
         try:
             if not same_user(conn):
                 raise ValueError("caller of another user")
             request = read_request(conn)
-        except (OSError, ValueError):
-            conn.close()
+        except (OSError, ValueError) as exc:
+            print(f"job server: refused a job: {exc}")
+            conn.close()  # the caller runs the job itself
             return None
         sys.stdout.flush()
         sys.stderr.flush()
         server = os.getpid()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            print(f"job server: fork failed: {exc}")
+            for fd in request.fds:
+                os.close(fd)
+            conn.close()  # the caller runs the job itself
+            return None
         if pid == 0:
             self.close_in_job(conn)
             os.setpgid(0, 0)
@@ -231,8 +243,11 @@ class Server:
         os.close(self.wake_w)
 
     def caller_left(self, pid: int) -> None:
-        """The caller of job ``pid`` closed its end (it was killed): end the job."""
+        """The caller of job ``pid`` closed its end (it was killed): end the job (its
+        status is collected by :meth:`reap`; nobody is left to tell)."""
         self.kill(pid)
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(self.jobs[pid])
 
     @staticmethod
     def kill(pid: int) -> None:
@@ -255,7 +270,8 @@ class Server:
             conn = self.jobs.pop(pid, None)
             if conn is None:
                 continue
-            self.selector.unregister(conn)
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(conn)
             code = os.waitstatus_to_exitcode(status)
             with contextlib.suppress(OSError):
                 conn.sendall(f"X {code}\n".encode())
@@ -340,8 +356,8 @@ def run_job(request: JobRequest) -> None:
     import runpy
     import threading
 
-    become_job(request)
     try:
+        become_job(request)
         runpy.run_path(request.script, run_name="__main__")
         status = exit_status(None)
     except BaseException as exc:  # the job's end, whatever it is, becomes its status
