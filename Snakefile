@@ -44,6 +44,17 @@ from facecast.job_server.benchmarks import follow_served_jobs
 follow_served_jobs()
 
 
+# Snakemake can end a run with group jobs and checkpoints early and call it a success
+# (snakemake/snakemake#823): say so and fail instead (facecast.workflow_glue).
+onsuccess:
+    from facecast.workflow_glue import early_finish_message
+
+    if early_finish_message(log):
+        from snakemake.exceptions import WorkflowError
+
+        raise WorkflowError(early_finish_message(log))
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/ingest.smk"
 include: "workflow/rules/faces.smk"

@@ -25,7 +25,8 @@ SRC = REPO / "src" / "facecast"
 SCRIPTS = sorted((REPO / "scripts").glob("*.py"))
 RULE_FILES = sorted((REPO / "workflow" / "rules").glob("*.smk"))
 SHAPE = ("stage.py", "targets.py", "checks.py")
-GROUND = ("facecast.io", "facecast.report", "facecast.config", "facecast.job_server")
+GROUND = ("facecast.io", "facecast.report", "facecast.config", "facecast.job_server",
+          "facecast.workflow_glue")
 #: rules of the ground floor, not of a stage: their script's entry and where it lives
 GROUND_SCRIPTS = {"plan.py": ("facecast.report.plan", "write_plan"),
                   "shard_index.py": ("facecast.io.shard_index", "write_shard_index")}

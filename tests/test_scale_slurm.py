@@ -126,10 +126,17 @@ def test_demo_runs_through_sbatch_and_matches_a_local_run(slurm_cluster, tmp_pat
     ref_jobs = printed_jobs((ref / "run.log").read_text())
     work = tmp_path_factory.mktemp("slurm")
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5))
-    proc = run(snakemake_cmd(work, "--profile", str(REPO / "profiles/slurm"),
-                             "--profile", str(REPO / "profiles/test-slurm"), cores=None),
-               check=False, timeout=1500)
+    cmd = snakemake_cmd(work, "--profile", str(REPO / "profiles/slurm"),
+                        "--profile", str(REPO / "profiles/test-slurm"), cores=None)
+    proc = run(cmd, check=False, timeout=1500)
     log = proc.stdout + proc.stderr
+    if proc.returncode != 0 and "Snakemake ended this run after" in log:
+        # Snakemake's early end with groups and checkpoints (snakemake/snakemake#823):
+        # the Snakefile failed the run saying so; its advice, the same command again,
+        # must run exactly the jobs left (the job checks below cover both runs)
+        print("SLURM run ended early (snakemake#823); running it again")
+        proc = run(cmd, check=False, timeout=1500)
+        log += proc.stdout + proc.stderr
     (work / "run.log").write_text(log)
     assert proc.returncode == 0, f"SLURM run failed:\n{log[-6000:]}"
     assert "Using profiles" in log and "submitted with SLURM jobid" in log

@@ -1,7 +1,7 @@
 """Glue between Snakemake rule scripts and the facecast library.
 
 A rule script is three lines: open :func:`script_context` on the ``snakemake`` object,
-then call one facecast function with ``ctx`` values. The context sends stdout, stderr,
+then import and call one facecast function with ``ctx`` values. The context sends stdout, stderr,
 ``logging`` and tqdm progress to the rule's ``log:`` file, caps torch/BLAS threads at the
 job's ``threads``, and builds the provenance dict every Parquet of the job carries.
 """
@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +42,34 @@ class ScriptContext:
     def dataset(self) -> dict[str, Any]:
         """The config block of the dataset named by the job's ``ds`` wildcard."""
         return self.config["datasets"][self.wildcards["ds"]]
+
+
+#: Snakemake's progress line, e.g. ``38 of 47 steps (81%) done``
+PROGRESS = re.compile(r"^(\d+) of (\d+) steps \(\d+%\) done\s*$", re.M)
+
+
+def early_finish_message(log_path: str | None) -> str | None:
+    """What to tell the user when a run Snakemake calls successful left jobs undone.
+
+    Snakemake can end a run that combines group jobs and checkpoints before its last
+    jobs, and report success (snakemake/snakemake#823; seen here with the SLURM profile:
+    ``38 of 47 steps``). The Snakefile's ``onsuccess`` turns that into an error with this
+    message: the outputs written are complete, and the same command finishes the rest.
+    None when the last progress line of the run's log reads N of N (or there is none).
+    """
+    if not log_path or not os.path.exists(log_path):
+        return None
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        found = PROGRESS.findall(f.read())
+    if not found:
+        return None
+    done, total = (int(x) for x in found[-1])
+    if done >= total:
+        return None
+    return (f"facecast: Snakemake ended this run after {done} of {total} jobs and called it "
+            f"a success (a known Snakemake bug with group jobs and checkpoints, "
+            f"snakemake/snakemake#823). Every output written is complete; run the same "
+            f"command again to run the other {total - done} job(s).")
 
 
 def set_threads(threads: int) -> None:

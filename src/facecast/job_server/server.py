@@ -121,6 +121,7 @@ def become_job(request: JobRequest) -> None:
     os.environ.update(request.env)
     sys.argv = list(request.argv)
     sys.path[:] = request.path
+    importlib.invalidate_caches()  # modules added on disk since the server started
     import tempfile
 
     tempfile.tempdir = None  # TMPDIR is the job's (Snakemake's tmpdir resource)
