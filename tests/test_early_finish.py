@@ -18,6 +18,7 @@ EARLY = REPO / "tests" / "data" / "snakemake_logs" / "early_finish.log"
 def test_the_real_early_finish_is_named_with_its_counts():
     message = early_finish_message(str(EARLY))
     assert message is not None
+    assert early_finish_message([str(EARLY)]) == message  # what onsuccess gets: a list
     assert "after 38 of 47 jobs" in message and "the other 9 job(s)" in message
     assert "snakemake/snakemake#823" in message and "run the same command again" in message
 
@@ -31,6 +32,7 @@ def test_a_finished_run_or_no_log_says_nothing(tmp_path):
     assert early_finish_message(str(quiet)) is None
     assert early_finish_message(str(tmp_path / "missing.log")) is None
     assert early_finish_message(None) is None
+    assert early_finish_message([]) is None and early_finish_message([str(done)]) is None
     # only the last progress line counts: a run that caught up is finished
     late = tmp_path / "late.log"
     late.write_text("46 of 47 steps (98%) done\n47 of 47 steps (100%) done\n")

@@ -48,7 +48,7 @@ class ScriptContext:
 PROGRESS = re.compile(r"^(\d+) of (\d+) steps \(\d+%\) done\s*$", re.M)
 
 
-def early_finish_message(log_path: str | None) -> str | None:
+def early_finish_message(log_path: str | os.PathLike | list | None) -> str | None:
     """What to tell the user when a run Snakemake calls successful left jobs undone.
 
     Snakemake can end a run that combines group jobs and checkpoints before its last
@@ -56,11 +56,14 @@ def early_finish_message(log_path: str | None) -> str | None:
     ``38 of 47 steps``). The Snakefile's ``onsuccess`` turns that into an error with this
     message: the outputs written are complete, and the same command finishes the rest.
     None when the last progress line of the run's log reads N of N (or there is none).
+    ``log_path``: the log file, or Snakemake's list of them (what ``onsuccess`` gets).
     """
-    if not log_path or not os.path.exists(log_path):
-        return None
-    with open(log_path, encoding="utf-8", errors="replace") as f:
-        found = PROGRESS.findall(f.read())
+    paths = [log_path] if isinstance(log_path, (str, os.PathLike)) else list(log_path or [])
+    found = []
+    for path in paths:
+        if path and os.path.exists(path):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                found += PROGRESS.findall(f.read())
     if not found:
         return None
     done, total = (int(x) for x in found[-1])
