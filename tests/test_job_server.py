@@ -215,7 +215,9 @@ def test_a_killed_caller_takes_its_job_along_and_signals_reach_the_job(tmp_path,
             open({str(tmp_path / "got")!r}, "w").write(str(signum))
             raise SystemExit(7)
         signal.signal(signal.SIGTERM, stop)
-        open({str(tmp_path / "pid")!r} + os.environ["N"], "w").write(str(os.getpid()))
+        note = {str(tmp_path / "pid")!r} + os.environ["N"]
+        open(note + ".tmp", "w").write(str(os.getpid()))
+        os.replace(note + ".tmp", note)  # whole: the test reads it once it exists
         time.sleep(120)
     """
     script = make_script(work, "tmpsleep.probe", body)
@@ -384,3 +386,16 @@ def test_benchmark_records_measure_the_served_job(tmp_path, shared, follow):
     assert record["s"] >= 4.5
     assert record["cpu_time"] >= 1.8  # the job's 2 CPU-s, not the waiting process's 0.1
     assert record["max_uss"] >= 300  # MB: the job's own 300 MB array
+
+
+def test_a_server_whose_imports_started_cuda_does_not_serve():
+    """A fork of a process that started the CUDA driver cannot use the GPU: the server
+    checks its own memory map after preloading (torch's runtime libcudart is fine)."""
+    from facecast.job_server.server import cuda_driver_loaded
+
+    runtime = ("7f00-7f10 r-xp 00000000 08:01 12 /venv/torch/lib/libcudart.so.13\n"
+               "7f20-7f30 r--p 00000000 08:01 13 /venv/nvidia/cudnn/lib/libcudnn.so.9\n"
+               "7f40-7f50 rw-p 00000000 00:00 0\n")
+    assert not cuda_driver_loaded(runtime)
+    assert cuda_driver_loaded(runtime + "7f60-7f70 r-xp 0 08:01 14 "
+                                        "/usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06\n")

@@ -71,6 +71,17 @@ def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
     return missing
 
 
+def cuda_driver_loaded(maps: str | None = None) -> bool:
+    """Whether the CUDA driver (``libcuda.so``) is mapped into this process
+    (``/proc/self/maps``). Once an import has started it, a fork cannot use the GPU, so
+    such a server must not serve (torch's own runtime, ``libcudart``, is harmless)."""
+    if maps is None:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            maps = f.read()
+    return any(os.path.basename(line.split()[-1]).startswith("libcuda.so")
+               for line in maps.splitlines() if "/" in line)
+
+
 def read_request(conn: socket.socket) -> JobRequest:
     """Read one job request from ``conn`` (ValueError on a malformed one)."""
     conn.settimeout(REQUEST_SECONDS)
@@ -306,6 +317,11 @@ def run_server(path: Path) -> JobRequest | None:
         os.close(lock)
         return None
     missing = preload()
+    if cuda_driver_loaded():
+        print(f"job server {os.getpid()}: an import started the CUDA driver, and a fork "
+              "could not use the GPU: not serving (jobs run in their own processes)")
+        os.close(lock)
+        return None
     # Out of the collector's sight: a job's collections would otherwise walk (and so
     # copy, page by page) every object the server imported
     gc.collect()
