@@ -224,12 +224,12 @@ def _worker_group(path: str) -> str:
 #: Rough seconds of the longest work units on two busy cores (from `make test`'s
 #: --durations). Only the order of hand-out uses them: longest first, so that no long unit
 #: starts last and runs alone while the other worker idles. Units not named are short.
-_UNIT_SECONDS = {"demo_run": 420, "scale": 480, "test_covariates_fit.py": 150,
-                 "test_recordio_workflow.py": 130, "test_hostile_inputs.py": 130,
-                 "test_templates_workflow.py": 120, "test_bin_workflow.py": 80,
-                 "test_newcomer_config.py": 80, "test_attributes_trainer.py": 50,
-                 "test_embed_arcface.py": 50, "test_cast_arrays.py": 40,
-                 "test_workflow.py": 40, "test_embed_sface.py": 30}
+_UNIT_SECONDS = {"demo_run": 260, "scale": 420, "test_covariates_fit.py": 120,
+                 "test_embed_arcface.py": 70, "test_recordio_workflow.py": 60,
+                 "test_hostile_inputs.py": 50, "test_job_server.py": 40,
+                 "test_templates_workflow.py": 30, "test_bin_workflow.py": 30,
+                 "test_newcomer_config.py": 25, "test_attributes_trainer.py": 25,
+                 "test_cast_arrays.py": 20, "test_workflow.py": 20, "test_embed_sface.py": 15}
 
 
 def _unit_seconds(unit: str) -> int:
