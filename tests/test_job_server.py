@@ -399,3 +399,24 @@ def test_a_server_whose_imports_started_cuda_does_not_serve():
     assert not cuda_driver_loaded(runtime)
     assert cuda_driver_loaded(runtime + "7f60-7f70 r-xp 0 08:01 14 "
                                         "/usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06\n")
+
+
+def test_a_malformed_request_is_refused_and_its_streams_let_go():
+    """A request cut short or of bad JSON: ValueError, and the three fds it carried are
+    closed in the server (the caller then runs its job itself)."""
+    import socket
+
+    from facecast.job_server.server import read_request
+
+    for payload in (b"\x00\x00\x00\x10{\"scr", b"\x00\x00\x00\x02{]"):
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            streams = [os.open(os.devnull, os.O_RDONLY) for _ in range(3)]
+            socket.send_fds(ours, [payload], streams)
+            ours.shutdown(socket.SHUT_WR)
+            before = set(os.listdir("/proc/self/fd"))
+            with pytest.raises(ValueError, match="job request"):
+                read_request(theirs)
+            assert set(os.listdir("/proc/self/fd")) == before  # received copies closed
+            for fd in streams:
+                os.close(fd)

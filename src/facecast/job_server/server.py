@@ -90,19 +90,24 @@ def read_request(conn: socket.socket) -> JobRequest:
         for fd in fds:
             os.close(fd)
         raise ValueError("a job request carries its length and three stream fds")
-    size = struct.unpack("!I", data[:4])[0]
-    if size > MAX_REQUEST:
-        raise ValueError(f"job request of {size} bytes")
-    body = bytearray(data[4:])
-    while len(body) < size:
-        chunk = conn.recv(size - len(body))
-        if not chunk:
-            raise ValueError("job request cut short")
-        body += chunk
-    fields = json.loads(bytes(body))
-    return JobRequest(script=str(fields["script"]), argv=list(fields["argv"]),
-                      cwd=str(fields["cwd"]), env=dict(fields["env"]),
-                      umask=int(fields["umask"]), path=list(fields["path"]), fds=fds)
+    try:
+        size = struct.unpack("!I", data[:4])[0]
+        if size > MAX_REQUEST:
+            raise ValueError(f"job request of {size} bytes")
+        body = bytearray(data[4:])
+        while len(body) < size:
+            chunk = conn.recv(size - len(body))
+            if not chunk:
+                raise ValueError("job request cut short")
+            body += chunk
+        fields = json.loads(bytes(body))
+        return JobRequest(script=str(fields["script"]), argv=list(fields["argv"]),
+                          cwd=str(fields["cwd"]), env=dict(fields["env"]),
+                          umask=int(fields["umask"]), path=list(fields["path"]), fds=fds)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        for fd in fds:  # the caller keeps its streams; the server must not hold them
+            os.close(fd)
+        raise ValueError(f"malformed job request: {exc}") from exc
 
 
 def same_user(conn: socket.socket) -> bool:
