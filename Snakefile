@@ -49,10 +49,11 @@ follow_served_jobs()
 onsuccess:
     from facecast.workflow_glue import early_finish_message
 
-    if early_finish_message(log):
+    _unfinished = early_finish_message(log)
+    if _unfinished:
         from snakemake.exceptions import WorkflowError
 
-        raise WorkflowError(early_finish_message(log))
+        raise WorkflowError(_unfinished)
 
 
 include: "workflow/rules/common.smk"

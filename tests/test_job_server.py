@@ -111,8 +111,7 @@ def start_caller(script: Path, env: dict[str, str], cwd: Path) -> subprocess.Pop
 def start_server(jobs_dir: Path, env: dict[str, str]) -> tuple[subprocess.Popen, Path]:
     """A server for ``jobs_dir``, started the way a first job starts one; waits until
     its socket is in place."""
-    env = dict(env, JE_ARROW_MALLOC_CONF="background_thread:false",
-               **{var: "1" for var in client.THREAD_VARS})
+    env = client.server_env(env)
     probe = subprocess.run([sys.executable, "-c", "from facecast.job_server import client; "
                             "print(client.socket_path())"],
                            env=env, capture_output=True, text=True, check=True)

@@ -161,12 +161,19 @@ def start_server(path: Path) -> None:
         return
     finally:
         os.close(lock)
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **{var: "1" for var in THREAD_VARS})
-    env.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")  # pyarrow's thread
     with open(path.with_suffix(".log"), "wb") as log:  # this server's log only
         subprocess.Popen([sys.executable, "-m", "facecast.job_server.server", os.fspath(path)],
                          stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
-                         env=env, close_fds=True, start_new_session=True)
+                         env=server_env(os.environ), close_fds=True,
+                         start_new_session=True)
+
+
+def server_env(environ: dict[str, str]) -> dict[str, str]:
+    """The environment a server starts with: ``environ`` with one BLAS/OpenMP thread and
+    pyarrow's jemalloc without its background thread (one thread when it forks)."""
+    env = dict(environ, PYTHONUNBUFFERED="1", **{var: "1" for var in THREAD_VARS})
+    env.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
+    return env
 
 
 def _read_line(stream) -> str | None:

@@ -164,6 +164,16 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+@dataclass
+class RunningJob:
+    """A forked job as the server tracks it: its caller's connection, its script's file
+    name and when it started (for the log line)."""
+
+    conn: socket.socket
+    script: str
+    since: float
+
+
 class Server:
     """The accept loop: one selector over the listening socket, the callers of running
     jobs and a wake-up pipe for SIGCHLD. :meth:`serve` returns ``None`` when the server
@@ -172,8 +182,7 @@ class Server:
     def __init__(self, listener: socket.socket, idle_seconds: float) -> None:
         self.listener = listener
         self.idle_seconds = idle_seconds
-        self.jobs: dict[int, socket.socket] = {}
-        self.started: dict[int, tuple[str, float]] = {}
+        self.jobs: dict[int, RunningJob] = {}
         self.selector = selectors.DefaultSelector()
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
@@ -244,8 +253,7 @@ class Server:
             conn.sendall(f"S {pid}\n".encode())
         except OSError:
             self.kill(pid)
-        self.jobs[pid] = conn
-        self.started[pid] = (Path(request.script).name, time.monotonic())
+        self.jobs[pid] = RunningJob(conn, Path(request.script).name, time.monotonic())
         self.selector.register(conn, selectors.EVENT_READ, pid)
         return None
 
@@ -254,7 +262,7 @@ class Server:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         self.selector.close()
-        for sock in (self.listener, conn, *self.jobs.values()):
+        for sock in (self.listener, conn, *(job.conn for job in self.jobs.values())):
             sock.close()
         os.close(self.wake_r)
         os.close(self.wake_w)
@@ -264,7 +272,7 @@ class Server:
         status is collected by :meth:`reap`; nobody is left to tell)."""
         self.kill(pid)
         with contextlib.suppress(KeyError, ValueError):
-            self.selector.unregister(self.jobs[pid])
+            self.selector.unregister(self.jobs[pid].conn)
 
     @staticmethod
     def kill(pid: int) -> None:
@@ -284,17 +292,17 @@ class Server:
                 return
             if pid == 0:
                 return
-            conn = self.jobs.pop(pid, None)
-            if conn is None:
+            job = self.jobs.pop(pid, None)
+            if job is None:
                 continue
             with contextlib.suppress(KeyError, ValueError):
-                self.selector.unregister(conn)
+                self.selector.unregister(job.conn)
             code = os.waitstatus_to_exitcode(status)
             with contextlib.suppress(OSError):
-                conn.sendall(f"X {code}\n".encode())
-            conn.close()
-            script, since = self.started.pop(pid)
-            print(f"job {pid} {script}: exit {code}, {time.monotonic() - since:.1f} s, "
+                job.conn.sendall(f"X {code}\n".encode())
+            job.conn.close()
+            print(f"job {pid} {job.script}: exit {code}, "
+                  f"{time.monotonic() - job.since:.1f} s, "
                   f"{usage.ru_utime + usage.ru_stime:.1f} CPU-s, "
                   f"{usage.ru_maxrss / 1024:.0f} MB")
 
