@@ -25,7 +25,6 @@ import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,6 +35,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from facecast.analysis.ranks import average_ranks
+from facecast.analysis.targets import correlation_outputs
 from facecast.analysis.template_level import TEMPLATE_KEY_COLUMNS, table_level
 from facecast.io.atomic import write_text
 from facecast.io.parquet_io import write_parquet
@@ -250,24 +250,6 @@ def markdown_table(df: pd.DataFrame, floatfmt: str = ".3f") -> str:
         cells = [format(v, floatfmt) if isinstance(v, float) else str(v) for v in row]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-def correlation_outputs(out_dir: str | os.PathLike, method: str) -> dict[str, Path]:
-    """The files :func:`write_correlations` writes for ``method`` (names the rule declares)."""
-    d = Path(out_dir)
-    names = {
-        "matrix": f"{method}_matrix.parquet",
-        "pairs": f"{method}_pairs.parquet",
-        "pairs_tsv": f"{method}_pairs.tsv",
-        "filtered": f"{method}_pairs_filtered.parquet",
-        "filtered_tsv": f"{method}_pairs_filtered.tsv",
-        "filtered_md": f"{method}_pairs_filtered.md",
-        "heatmap_png": f"{method}_heatmap.png",
-        "heatmap_svg": f"{method}_heatmap.svg",
-        "thresholded_png": f"{method}_heatmap_thresholded.png",
-        "thresholded_svg": f"{method}_heatmap_thresholded.svg",
-    }
-    return {k: d / v for k, v in names.items()}
 
 
 def write_correlations(attributes_path: str | os.PathLike, out_dir: str | os.PathLike,

@@ -8,15 +8,35 @@ when the Snakefile is parsed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from facecast.analysis.correlations import correlation_outputs
 from facecast.datasets.ijb import meta_files
 from facecast.datasets.targets import arrays_only, cast_array_inputs, name_regex, pooled
 
 #: where rule ``template_attributes`` writes an IJB dataset's template attribute table
 TEMPLATE_ATTRIBUTES = "results/{ds}/template_attributes.parquet"
+
+
+def correlation_outputs(out_dir: str | os.PathLike, method: str) -> dict[str, Path]:
+    """The files :func:`facecast.analysis.correlations.write_correlations` writes for
+    ``method`` (names the rule declares)."""
+    d = Path(out_dir)
+    names = {
+        "matrix": f"{method}_matrix.parquet",
+        "pairs": f"{method}_pairs.parquet",
+        "pairs_tsv": f"{method}_pairs.tsv",
+        "filtered": f"{method}_pairs_filtered.parquet",
+        "filtered_tsv": f"{method}_pairs_filtered.tsv",
+        "filtered_md": f"{method}_pairs_filtered.md",
+        "heatmap_png": f"{method}_heatmap.png",
+        "heatmap_svg": f"{method}_heatmap.svg",
+        "thresholded_png": f"{method}_heatmap_thresholded.png",
+        "thresholded_svg": f"{method}_heatmap_thresholded.svg",
+    }
+    return {k: d / v for k, v in names.items()}
 
 
 def analysis_section(config: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -11,8 +11,7 @@ from typing import Any
 from facecast.config.columns import known_columns
 from facecast.config.util import name_list, section
 from facecast.fairness.checks import section_errors
-from facecast.quality.columns import DIRECTIONS, NATIVE_DIRECTIONS
-from facecast.quality.edc import PAIR_QUALITY
+from facecast.quality.columns import DIRECTIONS, NATIVE_DIRECTIONS, PAIR_QUALITY
 from facecast.quality.targets import datasets, enabled, skip_reason
 
 

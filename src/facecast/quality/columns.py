@@ -19,6 +19,8 @@ import numpy as np
 from facecast.config.patterns import select_columns as pick_columns
 
 DIRECTIONS = ("higher", "lower", "abs_lower")
+#: how two images' qualities make a pair's (quality.pair_quality; facecast.quality.edc)
+PAIR_QUALITY = ("min", "mean", "product")
 
 #: native measures (facecast.attributes.native) that describe quality, and their direction
 NATIVE_DIRECTIONS = {

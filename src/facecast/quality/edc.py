@@ -30,8 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from facecast.fairness.threshold import thresholds_at_fmr
-
-PAIR_QUALITY = ("min", "mean", "product")
+from facecast.quality.columns import PAIR_QUALITY
 
 
 def pair_quality(qa: np.ndarray, qb: np.ndarray, how: str = "min") -> np.ndarray:
