@@ -159,6 +159,15 @@ def torch_modules_after(code: str) -> list[str]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def process_state(pid: int | str) -> str | None:
+    """The state letter of process ``pid`` from /proc (``R``, ``S``, ``Z`` for a zombie that
+    waits to be reaped, ...); None when there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0]
+    except (OSError, IndexError):
+        return None
+
+
 def copy_workdir(src: Path, dst: Path) -> Path:
     """Copy a finished workdir (timestamps kept, so nothing looks out of date)."""
     shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)

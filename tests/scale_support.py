@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import yaml
-from conftest import REPO, SCHEDULER, keep_benchmarks, tiny_demo_config
+from conftest import REPO, SCHEDULER, keep_benchmarks, process_state, tiny_demo_config
 
 # Run records and timings that differ between two runs of the same config by design.
 SKIP_DIRS = {"logs", "runtime"}
@@ -183,10 +183,10 @@ def processes_in(work: Path) -> list[int]:
             continue
         try:
             cwd = os.readlink(entry / "cwd")
-            state = (entry / "stat").read_text().rsplit(") ", 1)[1][0]
-        except (OSError, IndexError):
+        except OSError:
             continue
-        if state != "Z" and (cwd == root or cwd.startswith(root + os.sep)):
+        if process_state(entry.name) not in (None, "Z") and (
+                cwd == root or cwd.startswith(root + os.sep)):
             found.append(int(entry.name))
     return found
 

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import process_state
 
 from facecast.job_server import client
 
@@ -133,12 +134,8 @@ def wait_for(condition, seconds: float, what: str) -> None:
 
 
 def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie waits for the server to reap it: dead for our purposes
-    return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    """A live process (a zombie waits for the server to reap it: dead for our purposes)."""
+    return process_state(pid) not in (None, "Z")
 
 
 def test_a_job_runs_in_a_fork_of_the_server_and_sees_its_callers_world(tmp_path, shared):
