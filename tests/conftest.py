@@ -232,7 +232,7 @@ def _worker_group(path: str) -> str:
 
 #: Rough seconds of the longest work units on two busy cores (from `make test`'s
 #: --durations). Only the order of hand-out uses them: longest first, so that no long unit
-#: starts last and runs alone while the other worker idles. Units not named are short.
+#: starts last and runs alone while the other workers idle. Units not named are short.
 _UNIT_SECONDS = {"demo_run": 260, "scale": 420, "test_covariates_fit.py": 120,
                  "test_embed_arcface.py": 70, "test_recordio_workflow.py": 60,
                  "test_hostile_inputs.py": 50, "test_job_server.py": 40,
@@ -246,7 +246,7 @@ def _unit_seconds(unit: str) -> int:
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """`make test` runs `pytest -n 2 --dist loadscope`: work units from :func:`_worker_group`,
+    """`make test` runs `pytest -n 3 --dist loadscope`: work units from :func:`_worker_group`,
     handed out in collection order (see :func:`pytest_collection_modifyitems`), a new unit
     to a worker only once it runs the last test of its current one.
 
