@@ -104,9 +104,9 @@ def outputs(work: Path, root: str) -> list[Path]:
 
 def differing(a: Path, b: Path, root: str) -> tuple[int, list[str]]:
     """(files compared, files whose bytes differ or that only one run wrote)."""
-    fa, fb = outputs(a, root), outputs(b, root)
-    bad = sorted(str(p) for p in set(fa) ^ set(fb))
-    bad += [str(p) for p in fa if p in set(fb) and not filecmp.cmp(a / p, b / p, shallow=False)]
+    fa, fb = outputs(a, root), set(outputs(b, root))
+    bad = sorted(str(p) for p in set(fa) ^ fb)
+    bad += [str(p) for p in fa if p in fb and not filecmp.cmp(a / p, b / p, shallow=False)]
     return len(fa), bad
 
 

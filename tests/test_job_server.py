@@ -398,16 +398,17 @@ def test_a_server_whose_imports_started_cuda_does_not_serve():
 
 
 def test_a_malformed_request_is_refused_and_its_streams_let_go():
-    """A request cut short or of bad JSON: ValueError, and the three fds it carried are
-    closed in the server (the caller then runs its job itself)."""
+    """A request cut short, of bad JSON or with one stream fd: ValueError, and the fds it
+    carried are closed in the server (the caller then runs its job itself)."""
     import socket
 
     from facecast.job_server.server import read_request
 
-    for payload in (b"\x00\x00\x00\x10{\"scr", b"\x00\x00\x00\x02{]"):
+    for payload, n_fds in ((b"\x00\x00\x00\x10{\"scr", 3), (b"\x00\x00\x00\x02{]", 3),
+                           (b"\x00\x00\x00\x02{}", 1)):
         ours, theirs = socket.socketpair()
         with ours, theirs:
-            streams = [os.open(os.devnull, os.O_RDONLY) for _ in range(3)]
+            streams = [os.open(os.devnull, os.O_RDONLY) for _ in range(n_fds)]
             socket.send_fds(ours, [payload], streams)
             ours.shutdown(socket.SHUT_WR)
             before = set(os.listdir("/proc/self/fd"))

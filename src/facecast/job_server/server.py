@@ -86,11 +86,9 @@ def read_request(conn: socket.socket) -> JobRequest:
     """Read one job request from ``conn`` (ValueError on a malformed one)."""
     conn.settimeout(REQUEST_SECONDS)
     data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 16, 3)
-    if len(fds) != 3 or len(data) < 4:
-        for fd in fds:
-            os.close(fd)
-        raise ValueError("a job request carries its length and three stream fds")
     try:
+        if len(fds) != 3 or len(data) < 4:
+            raise ValueError("a job request carries its length and three stream fds")
         size = struct.unpack("!I", data[:4])[0]
         if size > MAX_REQUEST:
             raise ValueError(f"job request of {size} bytes")
